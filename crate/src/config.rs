@@ -1,0 +1,266 @@
+//! The model's shape: HF `config.json` read with its own field names, validated once, with the
+//! derived sizes (head_dim, kv groups) as methods.
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// A Qwen2 `config.json`. Unknown fields are ignored; the ones below drive the forward pass.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Qwen2Config {
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub vocab_size: usize,
+    #[serde(default = "default_eps")]
+    pub rms_norm_eps: f64,
+    #[serde(default = "default_theta")]
+    pub rope_theta: f64,
+    #[serde(default = "default_max_pos")]
+    pub max_position_embeddings: usize,
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    #[serde(default)]
+    pub torch_dtype: Option<String>,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    #[serde(default)]
+    pub use_sliding_window: bool,
+    #[serde(default)]
+    pub bos_token_id: Option<u32>,
+    /// HF allows one id or a list.
+    #[serde(default)]
+    pub eos_token_id: Option<EosIds>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum EosIds {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+fn default_model_type() -> String {
+    "qwen2".into()
+}
+fn default_eps() -> f64 {
+    1e-6
+}
+fn default_theta() -> f64 {
+    1e6
+}
+fn default_max_pos() -> usize {
+    32768
+}
+fn default_act() -> String {
+    "silu".into()
+}
+
+impl Qwen2Config {
+    /// Parses and validates `config.json` bytes.
+    pub fn from_json(bytes: &[u8]) -> Result<Self> {
+        let config: Self =
+            serde_json::from_slice(bytes).map_err(|e| Error::Config(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks everything the forward pass relies on, with one specific message per problem.
+    pub fn validate(&self) -> Result<()> {
+        let fail = |m: String| Err(Error::Config(m));
+        if self.model_type != "qwen2" {
+            return fail(format!(
+                "model_type {:?} is not supported (only \"qwen2\")",
+                self.model_type
+            ));
+        }
+        if self.hidden_act != "silu" {
+            return fail(format!(
+                "hidden_act {:?} is not supported (only \"silu\")",
+                self.hidden_act
+            ));
+        }
+        for (name, v) in [
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.num_key_value_heads),
+            ("vocab_size", self.vocab_size),
+        ] {
+            if v == 0 {
+                return fail(format!("{name} must be positive"));
+            }
+        }
+        if self.hidden_size % self.num_attention_heads != 0 {
+            return fail(format!(
+                "num_attention_heads ({}) does not divide hidden_size ({})",
+                self.num_attention_heads, self.hidden_size
+            ));
+        }
+        if self.num_attention_heads % self.num_key_value_heads != 0 {
+            return fail(format!(
+                "num_key_value_heads ({}) does not divide num_attention_heads ({})",
+                self.num_key_value_heads, self.num_attention_heads
+            ));
+        }
+        if self.head_dim() % 2 != 0 {
+            return fail(format!(
+                "head_dim {} must be even for rotary embeddings",
+                self.head_dim()
+            ));
+        }
+        if self.use_sliding_window {
+            return fail("use_sliding_window = true is not supported".into());
+        }
+        if !(self.rms_norm_eps > 0.0 && self.rope_theta > 0.0) {
+            return fail("rms_norm_eps and rope_theta must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Width of one attention head.
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    /// Query heads that share one key/value head (grouped-query attention).
+    pub fn kv_groups(&self) -> usize {
+        self.num_attention_heads / self.num_key_value_heads
+    }
+
+    /// Width of the k and v projections: kv heads x head_dim.
+    pub fn kv_dim(&self) -> usize {
+        self.num_key_value_heads * self.head_dim()
+    }
+
+    /// End-of-sequence ids named by the config.
+    pub fn eos_ids(&self) -> Vec<u32> {
+        match &self.eos_token_id {
+            None => vec![],
+            Some(EosIds::One(id)) => vec![*id],
+            Some(EosIds::Many(ids)) => ids.clone(),
+        }
+    }
+
+    /// Number of parameters, counting a tied head once.
+    pub fn parameter_count(&self) -> usize {
+        let (h, i, kv) = (self.hidden_size, self.intermediate_size, self.kv_dim());
+        let layer = h * h + h + 2 * (kv * h + kv) + h * h + 3 * h * i + 2 * h;
+        let head = if self.tie_word_embeddings {
+            0
+        } else {
+            self.vocab_size * h
+        };
+        self.vocab_size * h + self.num_hidden_layers * layer + h + head
+    }
+
+    /// The released Qwen2.5-0.5B-Instruct shape.
+    pub fn qwen2_5_0_5b() -> Self {
+        Self::preset(896, 4864, 24, 14, 2, true)
+    }
+
+    /// The released Qwen2.5-1.5B-Instruct shape.
+    pub fn qwen2_5_1_5b() -> Self {
+        Self::preset(1536, 8960, 28, 12, 2, true)
+    }
+
+    /// A named preset (`qwen2.5-0.5b`, `qwen2.5-1.5b`).
+    pub fn named(name: &str) -> Result<Self> {
+        match name {
+            "qwen2.5-0.5b" => Ok(Self::qwen2_5_0_5b()),
+            "qwen2.5-1.5b" => Ok(Self::qwen2_5_1_5b()),
+            _ => Err(Error::Config(format!(
+                "unknown model name {name:?} (known: qwen2.5-0.5b, qwen2.5-1.5b)"
+            ))),
+        }
+    }
+
+    fn preset(
+        hidden: usize,
+        inter: usize,
+        layers: usize,
+        heads: usize,
+        kv: usize,
+        tied: bool,
+    ) -> Self {
+        Self {
+            model_type: "qwen2".into(),
+            hidden_size: hidden,
+            intermediate_size: inter,
+            num_hidden_layers: layers,
+            num_attention_heads: heads,
+            num_key_value_heads: kv,
+            vocab_size: 151_936,
+            rms_norm_eps: 1e-6,
+            rope_theta: 1e6,
+            max_position_embeddings: 32768,
+            tie_word_embeddings: tied,
+            torch_dtype: Some("bfloat16".into()),
+            hidden_act: "silu".into(),
+            use_sliding_window: false,
+            bos_token_id: Some(151_643),
+            eos_token_id: Some(EosIds::One(151_645)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QWEN_0_5B: &[u8] = include_bytes!("../tests/fixtures/qwen2.5-0.5b/config.json");
+
+    #[test]
+    fn reads_the_released_config_and_derives_sizes() {
+        let c = Qwen2Config::from_json(QWEN_0_5B).unwrap();
+        assert_eq!(c, Qwen2Config::qwen2_5_0_5b().with_version_fields(&c));
+        assert_eq!((c.head_dim(), c.kv_groups(), c.kv_dim()), (64, 7, 128));
+        assert_eq!(c.eos_ids(), vec![151_645]);
+        // 494M parameters in the released 0.5B model.
+        assert_eq!(c.parameter_count(), 494_032_768);
+        let big = Qwen2Config::qwen2_5_1_5b();
+        assert_eq!((big.head_dim(), big.kv_groups()), (128, 6));
+    }
+
+    impl Qwen2Config {
+        fn with_version_fields(mut self, other: &Self) -> Self {
+            self.torch_dtype.clone_from(&other.torch_dtype);
+            self
+        }
+    }
+
+    fn edited(edit: impl Fn(&mut serde_json::Value)) -> String {
+        let mut v: serde_json::Value = serde_json::from_slice(QWEN_0_5B).unwrap();
+        edit(&mut v);
+        Qwen2Config::from_json(v.to_string().as_bytes())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn inconsistent_configs_get_specific_errors() {
+        let e = edited(|v| v["num_attention_heads"] = 13.into());
+        assert!(
+            e.contains("num_attention_heads (13) does not divide hidden_size (896)"),
+            "{e}"
+        );
+        let e = edited(|v| v["num_key_value_heads"] = 3.into());
+        assert!(
+            e.contains("num_key_value_heads (3) does not divide num_attention_heads (14)"),
+            "{e}"
+        );
+        let e = edited(|v| v["model_type"] = "llama".into());
+        assert!(e.contains("model_type \"llama\" is not supported"), "{e}");
+        let e = edited(|v| v["hidden_size"] = 0.into());
+        assert!(e.contains("hidden_size must be positive"), "{e}");
+        let e = edited(|v| {
+            v.as_object_mut().unwrap().remove("vocab_size");
+        });
+        assert!(e.contains("missing field `vocab_size`"), "{e}");
+    }
+}

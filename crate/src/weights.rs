@@ -1,0 +1,459 @@
+//! Safetensors reading, tensor by tensor, over any byte stream.
+//!
+//! A safetensors file is `[u64 header length][JSON header][data]`. [`SafetensorsStream`] is a push
+//! parser: feed it the file's bytes in order, in chunks of any size (a native file read, or a
+//! browser download as it arrives), and it hands each tensor's bytes to a [`TensorSink`] as they
+//! pass. It never holds more than the header and one chunk, so a 3 GB model never sits in memory
+//! whole. Every offset is checked before any data is accepted, so a broken file fails early with
+//! the file and tensor named.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::config::Qwen2Config;
+use crate::error::{Error, Result};
+
+/// Element type of a stored tensor. GPU code keeps 16-bit types packed; the CPU widens to f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    BF16,
+    F16,
+    F32,
+}
+
+impl Dtype {
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::BF16 | Dtype::F16 => 2,
+            Dtype::F32 => 4,
+        }
+    }
+
+    fn parse(name: &str, tensor: &str) -> Result<Self> {
+        match name {
+            "BF16" => Ok(Dtype::BF16),
+            "F16" => Ok(Dtype::F16),
+            "F32" => Ok(Dtype::F32),
+            other => Err(Error::TensorDtype {
+                name: tensor.into(),
+                dtype: other.into(),
+            }),
+        }
+    }
+
+    /// Widens little-endian stored values to f32.
+    pub fn to_f32(self, bytes: &[u8], out: &mut Vec<f32>) {
+        match self {
+            Dtype::BF16 => out.extend(
+                bytes
+                    .chunks_exact(2)
+                    .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()),
+            ),
+            Dtype::F16 => out.extend(
+                bytes
+                    .chunks_exact(2)
+                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()),
+            ),
+            Dtype::F32 => out.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            ),
+        }
+    }
+}
+
+/// One tensor of a header. `start..end` are byte offsets into the data section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl TensorInfo {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+    pub fn byte_len(&self) -> u64 {
+        self.end - self.start
+    }
+}
+
+/// Where a stream's tensors go: a CPU collector, a GPU uploader, a checker.
+pub trait TensorSink {
+    /// The whole header, before any data: reject it here to stop before a byte is copied.
+    fn header(&mut self, file: &str, tensors: &[TensorInfo]) -> Result<()>;
+    /// Consecutive pieces of one tensor's bytes; `offset` is where `bytes` starts in the tensor.
+    fn piece(&mut self, tensor: &TensorInfo, offset: u64, bytes: &[u8]) -> Result<()>;
+}
+
+/// Largest header accepted: real headers are a few hundred KB; this stops a garbage length
+/// from allocating gigabytes.
+const MAX_HEADER: u64 = 100 << 20;
+
+#[derive(Deserialize)]
+struct RawTensor {
+    dtype: String,
+    shape: Vec<usize>,
+    data_offsets: [u64; 2],
+}
+
+/// Push parser of one safetensors file. See the module docs.
+pub struct SafetensorsStream {
+    file: String,
+    /// Total length when known (a file, or a download with Content-Length).
+    file_len: Option<u64>,
+    /// Header bytes gathered so far, until the header is parsed.
+    head: Vec<u8>,
+    /// Tensors sorted by start offset, once the header is parsed.
+    tensors: Vec<TensorInfo>,
+    data_start: u64,
+    data_len: u64,
+    /// Bytes of the file consumed so far.
+    pos: u64,
+    /// Index of the first tensor not yet fully delivered.
+    next: usize,
+}
+
+impl SafetensorsStream {
+    pub fn new(file: impl Into<String>, file_len: Option<u64>) -> Self {
+        Self {
+            file: file.into(),
+            file_len,
+            head: Vec::new(),
+            tensors: Vec::new(),
+            data_start: 0,
+            data_len: 0,
+            pos: 0,
+            next: 0,
+        }
+    }
+
+    fn err(&self, problem: impl Into<String>) -> Error {
+        Error::model_file(&self.file, problem)
+    }
+
+    /// Tensors of the header, sorted by offset (empty until the header has been read).
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+
+    /// Feeds the next bytes of the file.
+    pub fn push(&mut self, mut chunk: &[u8], sink: &mut dyn TensorSink) -> Result<()> {
+        if self.data_start == 0 {
+            chunk = self.read_header(chunk, sink)?;
+            if self.data_start == 0 {
+                return Ok(());
+            }
+        }
+        let chunk_start = self.pos - self.data_start; // data offset of chunk[0]
+        let chunk_end = chunk_start + chunk.len() as u64;
+        if chunk_end > self.data_len {
+            return Err(self.err(format!(
+                "file is longer than its header says ({} data bytes expected)",
+                self.data_len
+            )));
+        }
+        while let Some(t) = self.tensors.get(self.next) {
+            let (lo, hi) = (t.start.max(chunk_start), t.end.min(chunk_end));
+            if lo < hi {
+                let bytes = &chunk[(lo - chunk_start) as usize..(hi - chunk_start) as usize];
+                sink.piece(t, lo - t.start, bytes)?;
+            }
+            if t.end <= chunk_end {
+                self.next += 1;
+            } else {
+                break;
+            }
+        }
+        self.pos += chunk.len() as u64;
+        Ok(())
+    }
+
+    /// Gathers and parses the header; returns what is left of `chunk` after it.
+    fn read_header<'a>(&mut self, chunk: &'a [u8], sink: &mut dyn TensorSink) -> Result<&'a [u8]> {
+        let want = if self.head.len() < 8 {
+            8 - self.head.len()
+        } else {
+            (8 + self.header_len()? - self.head.len() as u64) as usize
+        };
+        let take = want.min(chunk.len());
+        self.head.extend_from_slice(&chunk[..take]);
+        self.pos += take as u64;
+        let rest = &chunk[take..];
+        if take < want {
+            return Ok(rest);
+        }
+        if self.head.len() == 8 {
+            self.header_len()?; // validates the length before gathering the JSON
+            return self.read_header(rest, sink);
+        }
+        self.parse_header()?;
+        sink.header(&self.file, &self.tensors)?;
+        Ok(rest)
+    }
+
+    fn header_len(&self) -> Result<u64> {
+        let n = u64::from_le_bytes(self.head[..8].try_into().expect("8 bytes"));
+        let too_long = self.file_len.is_some_and(|len| n > len.saturating_sub(8));
+        if n == 0 || n > MAX_HEADER || too_long {
+            return Err(self.err(format!(
+                "header length {n} is impossible{} (not a safetensors file, or truncated)",
+                self.file_len
+                    .map(|l| format!(" for a file of {l} bytes"))
+                    .unwrap_or_default()
+            )));
+        }
+        Ok(n)
+    }
+
+    fn parse_header(&mut self) -> Result<()> {
+        let json = &self.head[8..];
+        let raw: BTreeMap<String, serde_json::Value> = serde_json::from_slice(json)
+            .map_err(|e| self.err(format!("header is not valid JSON: {e}")))?;
+        let mut tensors = Vec::new();
+        for (name, value) in raw {
+            if name == "__metadata__" {
+                continue;
+            }
+            let t: RawTensor = serde_json::from_value(value)
+                .map_err(|e| self.err(format!("header entry {name}: {e}")))?;
+            let dtype = Dtype::parse(&t.dtype, &name)?;
+            let [start, end] = t.data_offsets;
+            let numel: usize = t.shape.iter().product();
+            if end < start || end - start != (numel * dtype.size()) as u64 {
+                return Err(self.err(format!(
+                    "tensor {name}: offsets {start}..{end} do not hold {numel} values of {:?}",
+                    dtype
+                )));
+            }
+            tensors.push(TensorInfo {
+                name,
+                dtype,
+                shape: t.shape,
+                start,
+                end,
+            });
+        }
+        tensors.sort_by_key(|t| (t.start, t.end));
+        for pair in tensors.windows(2) {
+            if pair[1].start < pair[0].end {
+                return Err(self.err(format!(
+                    "tensors {} and {} overlap ({}..{} and {}..{})",
+                    pair[0].name,
+                    pair[1].name,
+                    pair[0].start,
+                    pair[0].end,
+                    pair[1].start,
+                    pair[1].end
+                )));
+            }
+        }
+        self.data_start = self.head.len() as u64;
+        self.data_len = tensors.last().map_or(0, |t| t.end);
+        if let Some(len) = self.file_len {
+            let data = len - self.data_start;
+            if data < self.data_len {
+                let t = tensors
+                    .iter()
+                    .find(|t| t.end > data)
+                    .expect("some tensor runs past");
+                return Err(self.err(format!(
+                    "truncated: tensor {} ends at data byte {}, but the file has only {data} data bytes",
+                    t.name, t.end
+                )));
+            }
+        }
+        self.tensors = tensors;
+        Ok(())
+    }
+
+    /// Checks that the whole file arrived.
+    pub fn finish(&self) -> Result<()> {
+        if self.data_start == 0 {
+            return Err(self.err(format!(
+                "truncated: the header is incomplete ({} bytes read)",
+                self.pos
+            )));
+        }
+        let read = self.pos - self.data_start;
+        if read < self.data_len {
+            let t = &self.tensors[self.next];
+            return Err(self.err(format!(
+                "truncated: tensor {} ends at data byte {}, but the file has only {read} data bytes",
+                t.name, t.end
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The tensors a Qwen2 checkpoint must hold, with HF names and `[out, in]` shapes.
+/// `lm_head.weight` is listed only when the head is not tied.
+pub fn expected_tensors(c: &Qwen2Config) -> Vec<(String, Vec<usize>)> {
+    let (h, i, kv, v) = (c.hidden_size, c.intermediate_size, c.kv_dim(), c.vocab_size);
+    let mut out = vec![("model.embed_tokens.weight".to_string(), vec![v, h])];
+    for l in 0..c.num_hidden_layers {
+        let p = format!("model.layers.{l}");
+        for (name, shape) in [
+            ("input_layernorm.weight", vec![h]),
+            ("self_attn.q_proj.weight", vec![h, h]),
+            ("self_attn.q_proj.bias", vec![h]),
+            ("self_attn.k_proj.weight", vec![kv, h]),
+            ("self_attn.k_proj.bias", vec![kv]),
+            ("self_attn.v_proj.weight", vec![kv, h]),
+            ("self_attn.v_proj.bias", vec![kv]),
+            ("self_attn.o_proj.weight", vec![h, h]),
+            ("post_attention_layernorm.weight", vec![h]),
+            ("mlp.gate_proj.weight", vec![i, h]),
+            ("mlp.up_proj.weight", vec![i, h]),
+            ("mlp.down_proj.weight", vec![h, i]),
+        ] {
+            out.push((format!("{p}.{name}"), shape));
+        }
+    }
+    out.push(("model.norm.weight".into(), vec![h]));
+    if !c.tie_word_embeddings {
+        out.push(("lm_head.weight".into(), vec![v, h]));
+    }
+    out
+}
+
+/// Checks each header against the config as it arrives (shapes, unknown names) and, at the end,
+/// that every expected tensor was seen exactly once. Wrap a sink with it.
+pub struct CheckedSink<S> {
+    expected: BTreeMap<String, Vec<usize>>,
+    /// Tied checkpoints may still carry `lm_head.weight`; it is shape-checked and not required.
+    tied: bool,
+    /// Tensor name -> file it came from, to report duplicates across shards.
+    seen: BTreeMap<String, String>,
+    pub inner: S,
+}
+
+const HEAD: &str = "lm_head.weight";
+
+impl<S: TensorSink> CheckedSink<S> {
+    pub fn new(config: &Qwen2Config, inner: S) -> Self {
+        let mut expected: BTreeMap<_, _> = expected_tensors(config).into_iter().collect();
+        expected.insert(HEAD.into(), vec![config.vocab_size, config.hidden_size]);
+        Self {
+            expected,
+            tied: config.tie_word_embeddings,
+            seen: BTreeMap::new(),
+            inner,
+        }
+    }
+
+    /// Call after the last file: reports every missing tensor by name.
+    pub fn finish(self) -> Result<S> {
+        let missing: Vec<String> = self
+            .expected
+            .keys()
+            .filter(|n| !self.seen.contains_key(*n) && !(self.tied && *n == HEAD))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::MissingTensors(missing));
+        }
+        Ok(self.inner)
+    }
+}
+
+impl<S: TensorSink> TensorSink for CheckedSink<S> {
+    fn header(&mut self, file: &str, tensors: &[TensorInfo]) -> Result<()> {
+        let extra: Vec<String> = tensors
+            .iter()
+            .filter(|t| !self.expected.contains_key(&t.name))
+            .map(|t| t.name.clone())
+            .collect();
+        if !extra.is_empty() {
+            return Err(Error::ExtraTensors(extra));
+        }
+        for t in tensors {
+            let expected = &self.expected[&t.name];
+            if *expected != t.shape {
+                return Err(Error::TensorShape {
+                    name: t.name.clone(),
+                    expected: expected.clone(),
+                    found: t.shape.clone(),
+                });
+            }
+            if let Some(first) = self.seen.insert(t.name.clone(), file.to_string()) {
+                return Err(Error::model_file(
+                    file,
+                    format!("tensor {} was already read from {first}", t.name),
+                ));
+            }
+        }
+        self.inner.header(file, tensors)
+    }
+
+    fn piece(&mut self, tensor: &TensorInfo, offset: u64, bytes: &[u8]) -> Result<()> {
+        self.inner.piece(tensor, offset, bytes)
+    }
+}
+
+/// The safetensors files of a model folder, in reading order: the shards named by
+/// `model.safetensors.index.json` when it exists, else `model.safetensors`.
+pub fn shard_names(index_json: Option<&[u8]>) -> Result<Vec<String>> {
+    let Some(bytes) = index_json else {
+        return Ok(vec!["model.safetensors".into()]);
+    };
+    #[derive(Deserialize)]
+    struct Index {
+        weight_map: BTreeMap<String, String>,
+    }
+    let index: Index = serde_json::from_slice(bytes)
+        .map_err(|e| Error::model_file("model.safetensors.index.json", e.to_string()))?;
+    let mut files: Vec<String> = index.weight_map.into_values().collect();
+    files.sort();
+    files.dedup();
+    if files.is_empty() {
+        return Err(Error::model_file(
+            "model.safetensors.index.json",
+            "weight_map is empty",
+        ));
+    }
+    Ok(files)
+}
+
+/// Streams every shard of a model folder on disk into `sink`, checked against `config`.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn read_model_dir<S: TensorSink>(
+    dir: &std::path::Path,
+    config: &Qwen2Config,
+    sink: S,
+) -> Result<S> {
+    use std::io::Read;
+    let io = |path: &std::path::Path| {
+        let path = path.display().to_string();
+        move |source| Error::Io { path, source }
+    };
+    let index_path = dir.join("model.safetensors.index.json");
+    let index = match std::fs::read(&index_path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io(&index_path)(e)),
+    };
+    let mut checked = CheckedSink::new(config, sink);
+    let mut buf = vec![0u8; 8 << 20];
+    for name in shard_names(index.as_deref())? {
+        let path = dir.join(&name);
+        let mut file = std::fs::File::open(&path).map_err(io(&path))?;
+        let len = file.metadata().map_err(io(&path))?.len();
+        let mut stream = SafetensorsStream::new(name, Some(len));
+        loop {
+            let n = file.read(&mut buf).map_err(io(&path))?;
+            if n == 0 {
+                break;
+            }
+            stream.push(&buf[..n], &mut checked)?;
+        }
+        stream.finish()?;
+    }
+    checked.finish()
+}

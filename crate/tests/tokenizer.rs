@@ -1,0 +1,127 @@
+//! Token ids and chat rendering against the Python `tokenizers` package and HF transformers'
+//! `apply_chat_template` (fixtures/tokenizer_cases.json, made by scripts/make-tokenizer-fixture.py).
+
+mod common;
+
+use common::*;
+use onetoken::tokenizer::{Message, Tokenizer};
+
+fn cases() -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(fixture("tokenizer_cases.json")).unwrap()).unwrap()
+}
+
+fn messages(v: &serde_json::Value) -> Vec<Message> {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+#[test]
+fn ids_equal_the_python_tokenizers_package() {
+    let cases = cases();
+    for name in ["qwen2.5-0.5b", "tiny-qwen2"] {
+        let tok = Tokenizer::load(&fixture(name)).unwrap();
+        for case in cases["encode"][name].as_array().unwrap() {
+            let text = case["text"].as_str().unwrap();
+            assert_eq!(
+                tok.encode(text).unwrap(),
+                ids(&case["ids"]),
+                "{name}: {text:?}"
+            );
+            assert_eq!(
+                tok.decode(&ids(&case["ids"])).unwrap(),
+                nfc(text),
+                "{name}: decode {text:?}"
+            );
+        }
+    }
+}
+
+/// The tokenizer normalises to NFC, so decoding gives the composed form back.
+fn nfc(text: &str) -> String {
+    text.replace("e\u{301}", "é")
+}
+
+#[test]
+fn chat_template_renders_byte_for_byte_as_hf() {
+    let cases = cases();
+    for (name, key) in [("qwen2.5-0.5b", "chat"), ("tiny-qwen2", "chat_tiny")] {
+        let tok = Tokenizer::load(&fixture(name)).unwrap();
+        for case in cases[key].as_array().unwrap() {
+            let got = tok
+                .render_chat(
+                    &messages(&case["messages"]),
+                    case["add_generation_prompt"].as_bool().unwrap(),
+                    case["continue_final_message"].as_bool().unwrap(),
+                )
+                .unwrap();
+            assert_eq!(
+                got,
+                case["text"].as_str().unwrap(),
+                "{name}: {}",
+                case["name"]
+            );
+            assert_eq!(
+                tok.encode(&got).unwrap(),
+                ids(&case["ids"]),
+                "{name}: ids of {}",
+                case["name"]
+            );
+        }
+    }
+}
+
+#[test]
+fn judgment_prompt_opens_the_reply_with_the_prefix() {
+    let tok = Tokenizer::load(&fixture("qwen2.5-0.5b")).unwrap();
+    let plain = tok
+        .chat_prompt(Some("You are a helpful assistant."), "Hello", "")
+        .unwrap();
+    assert_eq!(
+        plain,
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let judged = tok
+        .chat_prompt(
+            Some("You are a helpful assistant."),
+            "Hello",
+            "{\"choice\": \"",
+        )
+        .unwrap();
+    assert_eq!(judged, format!("{plain}{{\"choice\": \""));
+    let default_system = tok.chat_prompt(None, "Hello", "").unwrap();
+    assert!(
+        default_system.starts_with("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud.")
+    );
+}
+
+#[test]
+fn special_tokens_are_known() {
+    let tok = Tokenizer::load(&fixture("qwen2.5-0.5b")).unwrap();
+    assert_eq!(tok.token_id("<|im_end|>"), Some(151_645));
+    assert!(tok.is_special("<|im_end|>"));
+    assert!(!tok.is_special("blue"));
+    assert_eq!(tok.vocab_size(), 151_665);
+}
+
+#[test]
+fn bad_tokenizer_files_are_reported() {
+    let err = Tokenizer::from_bytes(b"{not json", None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("tokenizer.json could not be read"), "{err}");
+    let tok_json = std::fs::read(fixture("tiny-qwen2/tokenizer.json")).unwrap();
+    let err = Tokenizer::from_bytes(&tok_json, Some(b"["))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("tokenizer_config.json is not valid JSON"),
+        "{err}"
+    );
+    let no_template = Tokenizer::from_bytes(&tok_json, None).unwrap();
+    let err = no_template
+        .chat_prompt(None, "hi", "")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no chat_template"), "{err}");
+}
