@@ -17,3 +17,8 @@ pub mod weights;
 
 pub use config::Qwen2Config;
 pub use error::{Error, Result};
+
+pub mod gpu;
+pub mod ops;
+#[cfg(target_arch = "wasm32")]
+pub mod web;

@@ -42,6 +42,28 @@ impl Dtype {
         }
     }
 
+    /// Little-endian bytes of `values` in this dtype (16-bit types rounded to nearest even).
+    pub fn from_f32(self, values: &[f32]) -> Vec<u8> {
+        match self {
+            Dtype::BF16 => values
+                .iter()
+                .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+                .collect(),
+            Dtype::F16 => values
+                .iter()
+                .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+                .collect(),
+            Dtype::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        }
+    }
+
+    /// `values` rounded to this dtype and widened back: what a kernel sees.
+    pub fn round(self, values: &[f32]) -> Vec<f32> {
+        let mut out = Vec::with_capacity(values.len());
+        self.to_f32(&self.from_f32(values), &mut out);
+        out
+    }
+
     /// Widens little-endian stored values to f32.
     pub fn to_f32(self, bytes: &[u8], out: &mut Vec<f32>) {
         match self {

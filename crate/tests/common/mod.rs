@@ -45,3 +45,16 @@ pub fn assert_close(got: &[f32], want: &[f32], abs: f32, rel: f32, what: &str) {
     }
     eprintln!("{what}: max abs diff {worst:e} over {} values", got.len());
 }
+
+/// Seeded values in [-scale, scale): a tiny xorshift, so tests need no RNG crate.
+pub fn seeded(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}

@@ -1,0 +1,253 @@
+//! Buffers: small helpers, packed weight matrices split into row chunks that each fit one
+//! storage binding, and reading results back.
+
+use wgpu::util::DeviceExt;
+
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::weights::Dtype;
+
+/// A weight matrix `[rows, cols]` in its file's dtype (two 16-bit values per u32 word, or one
+/// f32), split into row chunks so that no chunk exceeds the device's binding limit. Kernels run
+/// once per chunk; a small matrix is one chunk.
+pub struct PackedMatrix {
+    pub rows: usize,
+    pub cols: usize,
+    pub dtype: Dtype,
+    pub chunks: Vec<MatrixChunk>,
+}
+
+/// Rows `row_start .. row_start + rows` of a [`PackedMatrix`].
+pub struct MatrixChunk {
+    pub buffer: wgpu::Buffer,
+    pub row_start: usize,
+    pub rows: usize,
+}
+
+impl PackedMatrix {
+    /// Allocates (uninitialised) chunks for a `[rows, cols]` matrix.
+    pub fn new(gpu: &Gpu, name: &str, rows: usize, cols: usize, dtype: Dtype) -> Result<Self> {
+        if cols % 2 != 0 {
+            return Err(Error::model_file(
+                name,
+                format!("{cols} columns: packed matrices need an even width"),
+            ));
+        }
+        let row_bytes = (cols * dtype.size()) as u64;
+        let rows_per_chunk = (gpu.max_binding / row_bytes).max(1) as usize;
+        gpu.check_binding(name, row_bytes)?;
+        let chunks = (0..rows)
+            .step_by(rows_per_chunk)
+            .map(|row_start| {
+                let rows = rows_per_chunk.min(rows - row_start);
+                let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(name),
+                    size: rows as u64 * row_bytes,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_DST
+                        | wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: false,
+                });
+                MatrixChunk {
+                    buffer,
+                    row_start,
+                    rows,
+                }
+            })
+            .collect();
+        Ok(Self {
+            rows,
+            cols,
+            dtype,
+            chunks,
+        })
+    }
+
+    pub fn row_bytes(&self) -> u64 {
+        (self.cols * self.dtype.size()) as u64
+    }
+
+    /// Total bytes of the matrix (what one full read of it costs).
+    pub fn bytes(&self) -> u64 {
+        self.rows as u64 * self.row_bytes()
+    }
+
+    /// Writes `bytes`, which start at byte `offset` of the whole matrix, into the right chunks.
+    /// `offset` and the length must be multiples of 4 (wgpu's copy alignment).
+    pub fn write(&self, gpu: &Gpu, mut offset: u64, mut bytes: &[u8]) {
+        let row_bytes = self.row_bytes();
+        for chunk in &self.chunks {
+            let (start, end) = (
+                chunk.row_start as u64 * row_bytes,
+                (chunk.row_start + chunk.rows) as u64 * row_bytes,
+            );
+            if bytes.is_empty() {
+                break;
+            }
+            if offset >= end {
+                continue;
+            }
+            let n = (end - offset).min(bytes.len() as u64) as usize;
+            gpu.queue
+                .write_buffer(&chunk.buffer, offset - start, &bytes[..n]);
+            offset += n as u64;
+            bytes = &bytes[n..];
+        }
+    }
+
+    /// The override constant that tells `packed.wgsl` how to read this matrix.
+    pub fn dtype_constant(&self) -> (&'static str, f64) {
+        let code = match self.dtype {
+            Dtype::BF16 => 0.0,
+            Dtype::F16 => 1.0,
+            Dtype::F32 => 2.0,
+        };
+        ("DTYPE", code)
+    }
+}
+
+impl Gpu {
+    /// A storage buffer of `size` bytes (at least 4), zero-filled.
+    pub fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: size.max(4).next_multiple_of(4),
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_DST
+                | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// A storage buffer holding `data`.
+    pub fn storage_from<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> wgpu::Buffer {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().max(4).next_multiple_of(4), 0);
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: &padded,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+            })
+    }
+
+    /// A uniform buffer holding `value` (a `#[repr(C)]` struct mirroring a WGSL `struct`).
+    pub fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: bytemuck::bytes_of(value),
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            })
+    }
+
+    /// A buffer the CPU can map to read results.
+    pub fn staging(&self, label: &str, size: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: size.max(4).next_multiple_of(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+}
+
+/// Maps `staging` (a MAP_READ buffer whose copy has been submitted) and returns its first
+/// `len` bytes. Natively this blocks until the GPU is done; in the browser it awaits.
+pub async fn read_buffer(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> Result<Vec<u8>> {
+    let slice = staging.slice(..len.max(4).next_multiple_of(4));
+    let (done, mapped) = oneshot();
+    slice.map_async(wgpu::MapMode::Read, move |r| {
+        done(r.map_err(|e| e.to_string()))
+    });
+    #[cfg(not(target_arch = "wasm32"))]
+    gpu.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
+    let result = mapped.await;
+    gpu.check_lost()?;
+    result.map_err(|e| Error::Gpu(format!("reading results back failed: {e}")))?;
+    let view = slice
+        .get_mapped_range()
+        .map_err(|e| Error::Gpu(format!("mapping failed: {e}")))?;
+    let out = view[..len as usize].to_vec();
+    drop(view);
+    staging.unmap();
+    Ok(out)
+}
+
+/// A one-value channel whose receiving end is a future: enough to await a map callback
+/// without an async runtime.
+fn oneshot<T: 'static>() -> (
+    impl FnOnce(T) + Send + 'static,
+    impl std::future::Future<Output = T>,
+)
+where
+    T: Send,
+{
+    use std::sync::{Arc, Mutex};
+    use std::task::{Poll, Waker};
+    type Shared<T> = Arc<Mutex<(Option<T>, Option<Waker>)>>;
+    let shared: Shared<T> = Arc::new(Mutex::new((None, None)));
+    let tx = shared.clone();
+    let send = move |value: T| {
+        let mut s = tx.lock().expect("not poisoned");
+        s.0 = Some(value);
+        if let Some(w) = s.1.take() {
+            w.wake();
+        }
+    };
+    let recv = std::future::poll_fn(move |cx| {
+        let mut s = shared.lock().expect("not poisoned");
+        match s.0.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                s.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    });
+    (send, recv)
+}
+
+impl PackedMatrix {
+    /// A matrix from f32 values, stored as `dtype` (rounded to nearest even for 16-bit types).
+    pub fn from_f32(
+        gpu: &Gpu,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        dtype: Dtype,
+        values: &[f32],
+    ) -> Result<Self> {
+        assert_eq!(
+            values.len(),
+            rows * cols,
+            "{name}: values for [{rows}, {cols}]"
+        );
+        let m = Self::new(gpu, name, rows, cols, dtype)?;
+        m.write(gpu, 0, &dtype.from_f32(values));
+        Ok(m)
+    }
+}
+
+impl Gpu {
+    /// Copies the first `len` bytes of `buffer` (a STORAGE | COPY_SRC buffer) to the CPU.
+    /// For tests and diagnostics; the forward pass reads back through its own staging buffer.
+    pub async fn download(&self, buffer: &wgpu::Buffer, len: u64) -> Result<Vec<u8>> {
+        let staging = self.staging("download", len);
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, Some(len.next_multiple_of(4)));
+        self.queue.submit([encoder.finish()]);
+        read_buffer(self, &staging, len).await
+    }
+
+    /// [`Gpu::download`] of `n` f32 values.
+    pub async fn download_f32(&self, buffer: &wgpu::Buffer, n: usize) -> Result<Vec<f32>> {
+        let bytes = self.download(buffer, (n * 4) as u64).await?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}

@@ -1,0 +1,164 @@
+//! Adapter and device creation with the adapter's real limits, and the checks that turn a
+//! too-small device into an error naming the limit.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::gpu::kernels::{Kernel, KernelKey};
+
+/// How to open the device.
+#[derive(Debug, Clone, Default)]
+pub struct GpuOptions {
+    /// Pretend the storage-binding limit is this small (bytes), to exercise tensor splitting.
+    pub max_binding: Option<u64>,
+    /// Skip GPU timestamps even where the device has them.
+    pub no_timestamps: bool,
+}
+
+/// An open device with what the engine needs to know about it.
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    /// Whether compute passes can write timestamps (`timestamp-query`).
+    pub timestamps: bool,
+    /// Largest buffer bound at once: the device limit, or less when forced by [`GpuOptions`].
+    pub max_binding: u64,
+    pub(crate) kernels: RefCell<HashMap<KernelKey, Rc<Kernel>>>,
+    lost: Arc<Mutex<Option<String>>>,
+}
+
+/// What every kernel of the engine needs, whatever the model.
+const MIN_WORKGROUP_STORAGE: u32 = 8192;
+const MIN_INVOCATIONS: u32 = 256;
+const MIN_STORAGE_BUFFERS: u32 = 5;
+
+impl Gpu {
+    /// Opens the default high-performance adapter with its own limits.
+    pub async fn new(options: GpuOptions) -> Result<Self> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| {
+                Error::Gpu(format!(
+                    "no GPU adapter ({e}). In a browser, WebGPU needs a recent Chrome, Edge or \
+                     Safari 26 (Firefox: enable dom.webgpu.enabled); natively, a Vulkan, Metal \
+                     or DX12 driver (lavapipe works on any CPU)"
+                ))
+            })?;
+        let limits = adapter.limits();
+        check_limit(
+            "max_compute_workgroup_storage_size",
+            MIN_WORKGROUP_STORAGE.into(),
+            limits.max_compute_workgroup_storage_size.into(),
+        )?;
+        check_limit(
+            "max_compute_invocations_per_workgroup",
+            MIN_INVOCATIONS.into(),
+            limits.max_compute_invocations_per_workgroup.into(),
+        )?;
+        check_limit(
+            "max_storage_buffers_per_shader_stage",
+            MIN_STORAGE_BUFFERS.into(),
+            limits.max_storage_buffers_per_shader_stage.into(),
+        )?;
+        let timestamps =
+            !options.no_timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let features = if timestamps {
+            wgpu::Features::TIMESTAMP_QUERY
+        } else {
+            wgpu::Features::empty()
+        };
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("onetoken"),
+                required_features: features,
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Gpu(format!("the adapter refused a device: {e}")))?;
+        let lost = Arc::new(Mutex::new(None));
+        let flag = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut slot) = flag.lock() {
+                *slot = Some(format!("{reason:?}: {message}"));
+            }
+        });
+        let max_binding = options
+            .max_binding
+            .unwrap_or(u64::MAX)
+            .min(limits.max_storage_buffer_binding_size)
+            .min(limits.max_buffer_size);
+        Ok(Self {
+            device,
+            queue,
+            info: adapter.get_info(),
+            limits,
+            timestamps,
+            max_binding,
+            kernels: RefCell::new(HashMap::new()),
+            lost,
+        })
+    }
+
+    /// Opens a device natively, blocking.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new_blocking(options: GpuOptions) -> Result<Self> {
+        pollster::block_on(Self::new(options))
+    }
+
+    /// An error if the device has been lost (driver reset, tab in the background too long...).
+    pub fn check_lost(&self) -> Result<()> {
+        match self.lost.lock().ok().and_then(|l| l.clone()) {
+            Some(why) => Err(Error::Gpu(format!(
+                "the GPU device was lost ({why}); reload the model"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Fails with the limit's name when a buffer of `bytes` cannot be bound.
+    pub fn check_binding(&self, what: &str, bytes: u64) -> Result<()> {
+        if bytes > self.max_binding {
+            return Err(Error::Gpu(format!(
+                "{what} needs a {bytes}-byte storage binding; this device allows {} \
+                 (max_storage_buffer_binding_size): use a smaller batch or context",
+                self.max_binding
+            )));
+        }
+        Ok(())
+    }
+
+    /// A short description: adapter name, backend, and the limits that matter here.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({:?}, {:?}); binding limit {} MiB; timestamps {}",
+            self.info.name,
+            self.info.backend,
+            self.info.device_type,
+            self.max_binding >> 20,
+            if self.timestamps { "yes" } else { "no" }
+        )
+    }
+}
+
+fn check_limit(limit: &'static str, needed: u64, available: u64) -> Result<()> {
+    if available < needed {
+        return Err(Error::GpuLimit {
+            limit,
+            needed,
+            available,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! Compute pipelines, built once per (kernel, override constants) and cached on the [`Gpu`].
+//! Bind-group layouts are explicit (not "auto"), so one bind group serves every pipeline of a
+//! kernel family: matmul and matvec share theirs.
+
+use std::rc::Rc;
+
+use crate::gpu::Gpu;
+
+/// How a kernel binds one buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    Uniform,
+    Read,
+    ReadWrite,
+}
+
+/// A WGSL kernel: its file and its bindings in order (`@binding(0)`, `@binding(1)`, ...).
+pub struct KernelSpec {
+    pub name: &'static str,
+    pub source: &'static str,
+    /// Prepend `packed.wgsl` (the kernel reads a packed weight matrix `w`).
+    pub packed: bool,
+    pub bindings: &'static [Binding],
+}
+
+/// A built pipeline and the layout its bind groups use.
+pub struct Kernel {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+pub(crate) type KernelKey = (&'static str, Vec<(&'static str, u64)>);
+
+const PACKED: &str = include_str!("../../../shaders/packed.wgsl");
+
+impl Gpu {
+    /// The pipeline of `spec` with these override constants, built on first use.
+    pub fn kernel(&self, spec: &KernelSpec, constants: &[(&'static str, f64)]) -> Rc<Kernel> {
+        let key = (
+            spec.name,
+            constants.iter().map(|(k, v)| (*k, v.to_bits())).collect(),
+        );
+        if let Some(k) = self.kernels.borrow().get(&key) {
+            return k.clone();
+        }
+        let source = if spec.packed {
+            format!("{PACKED}\n{}", spec.source)
+        } else {
+            spec.source.to_string()
+        };
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(spec.name),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = spec
+            .bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+                binding: i as u32,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: match b {
+                    Binding::Uniform => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    Binding::Read | Binding::ReadWrite => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage {
+                            read_only: *b == Binding::Read,
+                        },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                },
+                count: None,
+            })
+            .collect();
+        let layout = self
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(spec.name),
+                entries: &entries,
+            });
+        let pipeline_layout = self
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(spec.name),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(spec.name),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants,
+                    ..Default::default()
+                },
+                cache: None,
+            });
+        let kernel = Rc::new(Kernel { pipeline, layout });
+        self.kernels.borrow_mut().insert(key, kernel.clone());
+        kernel
+    }
+
+    /// A bind group of whole buffers, in binding order.
+    pub fn bind(&self, kernel: &Kernel, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &kernel.layout,
+            entries: &entries,
+        })
+    }
+}

@@ -1,0 +1,11 @@
+//! The GPU side: device and limits, kernels (pipelines cached by name + constants), buffers
+//! (tensors split over binding-size limits) and readback. One code path for native wgpu and
+//! WebGPU in the browser, except device polling, which only native needs.
+
+mod buffers;
+mod device;
+mod kernels;
+
+pub use buffers::{PackedMatrix, read_buffer};
+pub use device::{Gpu, GpuOptions};
+pub use kernels::{Binding, Kernel, KernelSpec};

@@ -1,0 +1,407 @@
+//! Every WGSL kernel against its CPU reference (reference.rs) on seeded inputs, at odd sizes
+//! (not workgroup multiples) and at the real Qwen2.5 sizes (0.5B: 896 / 4864 / head 64, 14:2;
+//! 1.5B: 1536 / 8960 / head 128, 12:2), on a real Vulkan device (lavapipe in CI).
+
+mod common;
+
+use common::*;
+use onetoken::gpu::{Gpu, GpuOptions, PackedMatrix};
+use onetoken::ops;
+use onetoken::reference;
+use onetoken::weights::Dtype;
+
+fn gpu() -> Gpu {
+    Gpu::new_blocking(GpuOptions::default()).expect("a Vulkan device (lavapipe in CI)")
+}
+
+fn small_binding_gpu(bytes: u64) -> Gpu {
+    Gpu::new_blocking(GpuOptions {
+        max_binding: Some(bytes),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn run(gpu: &Gpu, encode: impl FnOnce(&mut wgpu::ComputePass)) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        encode(&mut pass);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+fn read(gpu: &Gpu, buffer: &wgpu::Buffer, n: usize) -> Vec<f32> {
+    pollster::block_on(gpu.download_f32(buffer, n)).unwrap()
+}
+
+fn u32s(gpu: &Gpu, name: &str, v: &[u32]) -> wgpu::Buffer {
+    gpu.storage_from(name, v)
+}
+
+/// `Tokens` uniform of matmul/matvec: M in the first field.
+fn tokens(gpu: &Gpu, m: usize) -> wgpu::Buffer {
+    gpu.uniform("tokens", &[m as u32, 0, 0, 0])
+}
+
+#[test]
+fn linear_matches_reference_at_odd_and_real_sizes() {
+    let gpu = gpu();
+    // (M, K, N): decode rows (matvec) and prefill tiles (matmul), odd and real sizes.
+    let cases = [
+        (1, 6, 5),
+        (3, 70, 33),
+        (8, 130, 67),
+        (9, 70, 33),
+        (67, 130, 129),
+        (5, 896, 896),
+        (1, 896, 4864),
+        (33, 4864, 896),
+        (7, 1536, 256),
+        (130, 1536, 8960),
+    ];
+    for (i, &(m, k, n)) in cases.iter().enumerate() {
+        for dtype in [Dtype::BF16, Dtype::F16, Dtype::F32] {
+            if dtype != Dtype::BF16 && k > 1000 {
+                continue; // dtype handling is size-independent; keep the big cases to bf16
+            }
+            for (bias, accumulate) in [(false, false), (true, true)] {
+                let seed = (i * 10) as u64;
+                let x = seeded(seed, m * k, 1.0);
+                let w = dtype.round(&seeded(seed + 1, n * k, 0.1));
+                let b = seeded(seed + 2, n, 0.5);
+                let y0 = seeded(seed + 3, m * n, 1.0);
+                let mut want = reference::linear(&x, &w, bias.then_some(&b[..]), k);
+                if accumulate {
+                    want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+                }
+                let wm = PackedMatrix::from_f32(&gpu, "w", n, k, dtype, &w).unwrap();
+                let (xb, bb, yb) = (
+                    gpu.storage_from("x", &x),
+                    gpu.storage_from("b", &b),
+                    gpu.storage_from("y", &y0),
+                );
+                let t = tokens(&gpu, m);
+                let op =
+                    ops::Linear::new(&gpu, &t, &xb, &wm, bias.then_some(&bb), &yb, n, accumulate);
+                run(&gpu, |p| op.encode(p, m as u32));
+                let what = format!("linear M={m} K={k} N={n} {dtype:?} bias={bias}");
+                assert_close(&read(&gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn linear_over_split_weights_equals_unsplit() {
+    // A binding limit of 4 KiB splits a [300, 96] bf16 matrix (192 B rows) into 15 chunks.
+    let (m, k, n) = (10, 96, 300);
+    let x = seeded(1, m * k, 1.0);
+    let w = Dtype::BF16.round(&seeded(2, n * k, 0.1));
+    let want = reference::linear(&x, &w, None, k);
+    for rows in [2usize, 8] {
+        let gpu = small_binding_gpu(4096);
+        let wm = PackedMatrix::from_f32(&gpu, "w", n, k, Dtype::BF16, &w).unwrap();
+        assert_eq!(wm.chunks.len(), 15);
+        let xb = gpu.storage_from("x", &x[..rows * k]);
+        let yb = gpu.storage("y", (rows * n * 4) as u64);
+        let t = tokens(&gpu, rows);
+        let op = ops::Linear::new(&gpu, &t, &xb, &wm, None, &yb, n, false);
+        run(&gpu, |p| op.encode(p, rows as u32));
+        assert_close(
+            &read(&gpu, &yb, rows * n),
+            &want[..rows * n],
+            1e-4,
+            1e-4,
+            "split linear",
+        );
+    }
+}
+
+#[test]
+fn embedding_gathers_rows_across_chunks() {
+    for (vocab, h, limit) in [
+        (1000, 896, None),
+        (517, 70, Some(1024u64)),
+        (151_936, 64, None),
+    ] {
+        let gpu = match limit {
+            Some(l) => small_binding_gpu(l),
+            None => gpu(),
+        };
+        let table = Dtype::BF16.round(&seeded(5, vocab * h, 1.0));
+        let tm = PackedMatrix::from_f32(&gpu, "embed", vocab, h, Dtype::BF16, &table).unwrap();
+        if limit.is_some() {
+            assert!(tm.chunks.len() > 10, "{} chunks", tm.chunks.len());
+        }
+        let ids: Vec<u32> = vec![0, (vocab - 1) as u32, 7, 7, (vocab / 2) as u32];
+        let (idb, out) = (
+            u32s(&gpu, "ids", &ids),
+            gpu.storage("out", (ids.len() * h * 4) as u64),
+        );
+        let op = ops::Embedding::new(&gpu, &idb, &tm, &out);
+        run(&gpu, |p| op.encode(p, ids.len() as u32));
+        let want: Vec<f32> = ids
+            .iter()
+            .flat_map(|&i| table[i as usize * h..][..h].to_vec())
+            .collect();
+        assert_close(
+            &read(&gpu, &out, ids.len() * h),
+            &want,
+            0.0,
+            0.0,
+            &format!("embedding {vocab}x{h}"),
+        );
+    }
+}
+
+#[test]
+fn rms_norm_matches_reference() {
+    let gpu = gpu();
+    for (rows, h) in [(1, 70), (3, 896), (5, 1536), (2, 1000)] {
+        let x = seeded(7, rows * h, 3.0);
+        let w = seeded(8, h, 1.0);
+        let want = reference::rms_norm(&x, &w, 1e-6);
+        let (xb, wb, out) = (
+            gpu.storage_from("x", &x),
+            gpu.storage_from("w", &w),
+            gpu.storage("o", (rows * h * 4) as u64),
+        );
+        let op = ops::RmsNorm::new(&gpu, &xb, &wb, &out, h, 1e-6);
+        run(&gpu, |p| op.encode(p, rows as u32));
+        assert_close(
+            &read(&gpu, &out, rows * h),
+            &want,
+            1e-5,
+            1e-5,
+            &format!("rms_norm {rows}x{h}"),
+        );
+    }
+}
+
+/// (cache row base, position) per token: two sequences, the second starting at row 100.
+fn meta(positions: &[(u32, u32)]) -> Vec<u32> {
+    positions.iter().flat_map(|&(b, p)| [b, p]).collect()
+}
+
+#[test]
+fn rope_matches_reference_at_any_position() {
+    let gpu = gpu();
+    for (heads, d) in [(14, 64), (2, 64), (12, 128), (3, 6)] {
+        let positions = [0u32, 1, 5, 1000, 31_999];
+        let width = heads * d;
+        let x = seeded(9, positions.len() * width, 1.0);
+        let mut want = Vec::new();
+        for (t, &p) in positions.iter().enumerate() {
+            let mut row = x[t * width..(t + 1) * width].to_vec();
+            reference::rope(&mut row, width, d, p as usize, 1e6);
+            want.extend(row);
+        }
+        let m = meta(&positions.map(|p| (0, p)));
+        let (mb, xb) = (u32s(&gpu, "meta", &m), gpu.storage_from("x", &x));
+        let freq = gpu.storage_from("inv_freq", &reference::rope_inv_freq(d, 1e6));
+        let op = ops::Rope::new(&gpu, &mb, &freq, &xb, heads, d);
+        run(&gpu, |p| op.encode(p, positions.len() as u32));
+        assert_close(
+            &read(&gpu, &xb, x.len()),
+            &want,
+            1e-5,
+            1e-5,
+            &format!("rope {heads}x{d}"),
+        );
+    }
+}
+
+#[test]
+fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
+    let gpu = gpu();
+    // (heads, kv_heads, head_dim): tiny, Qwen2.5-0.5B, Qwen2.5-1.5B, and an odd one.
+    for (heads, kv_heads, d) in [(4, 2, 16), (14, 2, 64), (12, 2, 128), (3, 1, 6)] {
+        let config = onetoken::Qwen2Config {
+            hidden_size: heads * d,
+            num_attention_heads: heads,
+            num_key_value_heads: kv_heads,
+            ..onetoken::Qwen2Config::qwen2_5_0_5b()
+        };
+        let kv_dim = kv_heads * d;
+        // Sequence A: 300 cached + 3 new tokens at rows 0..; sequence B: 2 new tokens at 400..
+        // (300 > the shader's 256-key block, so the online softmax crosses blocks).
+        let (a_len, b_base) = (303usize, 400usize);
+        let rows = b_base + 2;
+        let k_cache = seeded(11, rows * kv_dim, 1.0);
+        let v_cache = seeded(12, rows * kv_dim, 1.0);
+        let new = [
+            (0u32, 300u32),
+            (0, 301),
+            (0, 302),
+            (b_base as u32, 0),
+            (b_base as u32, 1),
+        ];
+        let m = new.len();
+        let q = seeded(13, m * heads * d, 1.0);
+        let k_new = seeded(14, m * kv_dim, 1.0);
+        let v_new = seeded(15, m * kv_dim, 1.0);
+
+        // CPU: write the new rows, then attend per sequence.
+        let (mut kc, mut vc) = (k_cache.clone(), v_cache.clone());
+        for (t, &(base, pos)) in new.iter().enumerate() {
+            let row = (base + pos) as usize;
+            kc[row * kv_dim..][..kv_dim].copy_from_slice(&k_new[t * kv_dim..][..kv_dim]);
+            vc[row * kv_dim..][..kv_dim].copy_from_slice(&v_new[t * kv_dim..][..kv_dim]);
+        }
+        let w = heads * d;
+        let mut want = reference::attention(
+            &q[..3 * w],
+            &kc[..a_len * kv_dim],
+            &vc[..a_len * kv_dim],
+            &config,
+            300,
+        );
+        let b_rows = &kc[b_base * kv_dim..(b_base + 2) * kv_dim];
+        let b_vals = &vc[b_base * kv_dim..(b_base + 2) * kv_dim];
+        want.extend(reference::attention(
+            &q[3 * w..],
+            b_rows,
+            b_vals,
+            &config,
+            0,
+        ));
+
+        let mb = u32s(&gpu, "meta", &meta(&new));
+        let (qb, kb, vb) = (
+            gpu.storage_from("q", &q),
+            gpu.storage_from("k", &k_new),
+            gpu.storage_from("v", &v_new),
+        );
+        let (kcb, vcb) = (
+            gpu.storage_from("kc", &k_cache),
+            gpu.storage_from("vc", &v_cache),
+        );
+        let out = gpu.storage("out", (m * w * 4) as u64);
+        let write = ops::KvWrite::new(&gpu, &mb, &kb, &vb, &kcb, &vcb, kv_dim);
+        let attn = ops::Attention::new(&gpu, &mb, &qb, &kcb, &vcb, &out, heads, kv_heads, d);
+        run(&gpu, |p| {
+            write.encode(p, m as u32);
+            attn.encode(p, m as u32);
+        });
+        assert_close(
+            &read(&gpu, &kcb, rows * kv_dim),
+            &kc,
+            0.0,
+            0.0,
+            "kv_write keys",
+        );
+        assert_close(
+            &read(&gpu, &vcb, rows * kv_dim),
+            &vc,
+            0.0,
+            0.0,
+            "kv_write values",
+        );
+        assert_close(
+            &read(&gpu, &out, m * w),
+            &want,
+            1e-5,
+            1e-4,
+            &format!("attention {heads}:{kv_heads}x{d}"),
+        );
+    }
+}
+
+#[test]
+fn silu_mul_gather_and_argmax_match_reference() {
+    let gpu = gpu();
+    for (m, cols) in [(1, 7), (3, 4864), (2, 8960)] {
+        let gate = seeded(20, m * cols, 6.0);
+        let up = seeded(21, m * cols, 2.0);
+        let want: Vec<f32> = gate
+            .iter()
+            .zip(&up)
+            .map(|(g, u)| reference::silu(*g) * u)
+            .collect();
+        let (gb, ub) = (gpu.storage_from("g", &gate), gpu.storage_from("u", &up));
+        let op = ops::SiluMul::new(&gpu, &gb, &ub, cols);
+        run(&gpu, |p| op.encode(p, m as u32));
+        assert_close(
+            &read(&gpu, &gb, m * cols),
+            &want,
+            1e-6,
+            1e-5,
+            &format!("silu_mul {m}x{cols}"),
+        );
+    }
+
+    let (m, h) = (9, 70);
+    let x = seeded(22, m * h, 1.0);
+    let which = [8u32, 0, 3];
+    let (wb, xb, out) = (
+        u32s(&gpu, "which", &which),
+        gpu.storage_from("x", &x),
+        gpu.storage("o", (3 * h * 4) as u64),
+    );
+    let op = ops::GatherRows::new(&gpu, &wb, &xb, &out, h);
+    run(&gpu, |p| op.encode(p, 3));
+    let want: Vec<f32> = which
+        .iter()
+        .flat_map(|&r| x[r as usize * h..][..h].to_vec())
+        .collect();
+    assert_close(&read(&gpu, &out, 3 * h), &want, 0.0, 0.0, "gather_rows");
+
+    for vocab in [5usize, 1000, 151_936] {
+        let mut logits = seeded(23, 3 * vocab, 10.0);
+        // Row 1: a tie between two ids; the smaller must win, as on the CPU.
+        logits[vocab + vocab / 3] = 50.0;
+        logits[vocab + vocab - 1] = 50.0;
+        let (lb, best) = (gpu.storage_from("l", &logits), gpu.storage("best", 3 * 8));
+        let op = ops::Argmax::new(&gpu, &lb, &best, vocab);
+        run(&gpu, |p| op.encode(p, 3));
+        let got: Vec<u32> =
+            bytemuck::pod_collect_to_vec(&pollster::block_on(gpu.download(&best, 24)).unwrap());
+        for r in 0..3 {
+            let row = &logits[r * vocab..(r + 1) * vocab];
+            let id = reference::argmax(row);
+            assert_eq!(
+                (got[2 * r], f32::from_bits(got[2 * r + 1])),
+                (id, row[id as usize]),
+                "argmax row {r} of {vocab}"
+            );
+        }
+    }
+}
+
+#[test]
+fn lm_head_rows_compute_only_the_chosen_logits() {
+    for limit in [None, Some(2048u64)] {
+        let gpu = match limit {
+            Some(l) => small_binding_gpu(l),
+            None => gpu(),
+        };
+        let (vocab, h, rows) = (1001, 896, 3);
+        let head = Dtype::BF16.round(&seeded(30, vocab * h, 0.1));
+        let hm = PackedMatrix::from_f32(&gpu, "head", vocab, h, Dtype::BF16, &head).unwrap();
+        let x = seeded(31, rows * h, 1.0);
+        let ids = [1000u32, 0, 517, 3, 999];
+        let all = reference::linear(&x, &head, None, h);
+        let want: Vec<f32> = (0..rows)
+            .flat_map(|r| {
+                ids.iter()
+                    .map(|&i| all[r * vocab + i as usize])
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let (ib, xb, out) = (
+            u32s(&gpu, "ids", &ids),
+            gpu.storage_from("x", &x),
+            gpu.storage("o", (rows * 5 * 4) as u64),
+        );
+        let op = ops::LmHeadRows::new(&gpu, &ib, &xb, &hm, &out);
+        run(&gpu, |p| op.encode(p, ids.len() as u32, rows as u32));
+        assert_close(
+            &read(&gpu, &out, rows * 5),
+            &want,
+            1e-4,
+            1e-4,
+            &format!("lm_head_rows, limit {limit:?}"),
+        );
+    }
+}

@@ -1,0 +1,102 @@
+// A small static file server for the page and the browser tests: correct MIME types (WebAssembly
+// streaming compilation needs application/wasm), no caching, nothing served outside the root.
+// Library: `const { url, close } = await startServer(root, port)` (port 0 picks a free one).
+// CLI:     node scripts/static-server.mjs [ROOT] [PORT]   (defaults: web/, $PORT or 8080)
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const MIME = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  '.wasm': 'application/wasm',
+  '.wgsl': 'text/plain; charset=utf-8',
+  '.txt': 'text/plain; charset=utf-8',
+  '.md': 'text/plain; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.safetensors': 'application/octet-stream',
+};
+
+/** Resolves a URL path to a file under `root`, or null when it would leave the root. */
+function resolveInRoot(root, urlPath) {
+  let decoded;
+  try {
+    decoded = decodeURIComponent(urlPath);
+  } catch {
+    return null;
+  }
+  if (decoded.includes('\0') || decoded.split(/[\\/]/).includes('..')) return null;
+  const file = path.resolve(root, '.' + path.posix.normalize('/' + decoded));
+  return file === root || file.startsWith(root + path.sep) ? file : null;
+}
+
+function send(res, status, text) {
+  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-cache' });
+  res.end(text + '\n');
+}
+
+async function handle(root, req, res) {
+  if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method not allowed');
+  const urlPath = req.url.split(/[?#]/)[0]; // raw: new URL() would hide '..' segments
+  let file = resolveInRoot(root, urlPath);
+  if (!file) return send(res, 403, 'forbidden');
+  let info = await stat(file).catch(() => null);
+  if (info?.isDirectory()) {
+    if (!urlPath.endsWith('/')) {
+      res.writeHead(301, { Location: urlPath + '/', 'Cache-Control': 'no-cache' });
+      return res.end();
+    }
+    file = path.join(file, 'index.html');
+    info = await stat(file).catch(() => null);
+  }
+  if (!info?.isFile()) return send(res, 404, `not found: ${urlPath}`);
+  res.writeHead(200, {
+    'Content-Type': MIME[path.extname(file).toLowerCase()] ?? 'application/octet-stream',
+    'Content-Length': info.size,
+    'Cache-Control': 'no-cache',
+  });
+  if (req.method === 'HEAD') return res.end();
+  createReadStream(file)
+    .on('error', () => res.destroy())
+    .pipe(res);
+}
+
+/**
+ * Serves `root` on 127.0.0.1:`port` (0: a free port).
+ * @returns {Promise<{url: string, close: () => Promise<void>}>} url ends with '/'.
+ */
+export async function startServer(root, port = 0) {
+  const absRoot = path.resolve(root);
+  const server = createServer((req, res) => {
+    handle(absRoot, req, res).catch((e) => {
+      if (!res.headersSent) send(res, 500, String(e));
+      else res.destroy();
+    });
+  });
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', resolve);
+  });
+  const url = `http://127.0.0.1:${server.address().port}/`;
+  const close = () =>
+    new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return { url, close };
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const root = process.argv[2] ?? path.join(here, '..', 'web');
+  const port = Number(process.argv[3] ?? process.env.PORT ?? 8080);
+  const { url } = await startServer(root, port);
+  console.log(`serving ${path.resolve(root)} at ${url}  (Ctrl-C to stop)`);
+}

@@ -1,0 +1,106 @@
+// Causal grouped-query attention over the KV cache, for prefill and decode alike.
+// Token t (at position pos in the sequence whose cache rows start at base) attends to cache rows
+// base + 0 ..= base + pos. Query head h reads kv head h / (heads / kv_heads). Keys are scanned in
+// blocks with an online softmax, so any length fits in a fixed amount of workgroup memory.
+struct Shape {
+    heads: u32,      // query heads
+    kv_heads: u32,
+    head_dim: u32,   // D <= 256
+    _pad: u32,
+}
+@group(0) @binding(0) var<uniform> shape: Shape;
+@group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;     // [M]: (cache row base, position)
+@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, heads * D], RoPE applied
+@group(0) @binding(3) var<storage, read> k_cache: array<f32>;        // [rows, kv_heads * D]
+@group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [M, heads * D]
+
+const WG: u32 = 64u;
+const BLOCK: u32 = 256u;
+var<workgroup> qs: array<f32, 256>;       // this head's query, pre-scaled by 1 / sqrt(D)
+var<workgroup> scores: array<f32, BLOCK>;
+var<workgroup> red: array<f32, WG>;
+var<workgroup> seen: u32;
+
+fn reduce(value: f32, tid: u32, is_max: bool) -> f32 {
+    red[tid] = value;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+        if tid < stride {
+            if is_max {
+                red[tid] = max(red[tid], red[tid + stride]);
+            } else {
+                red[tid] += red[tid + stride];
+            }
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+// One workgroup per (head, token).
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let h = wg.x;
+    let t = wg.y;
+    let d = shape.head_dim;
+    let kv_width = shape.kv_heads * d;
+    let kv_off = (h / (shape.heads / shape.kv_heads)) * d;
+    let base = token_meta[t].x;
+    if tid == 0u {
+        seen = token_meta[t].y + 1u;
+    }
+    let len = workgroupUniformLoad(&seen);
+    let scale = inverseSqrt(f32(d));
+    for (var i = tid; i < d; i += WG) {
+        qs[i] = q[(t * shape.heads + h) * d + i] * scale;
+    }
+    workgroupBarrier();
+
+    var run_max = -3.4e38;
+    var run_sum = 0.0;
+    var acc: array<f32, 4>;  // dims tid, tid + 64, ... (D <= 256)
+    for (var start = 0u; start < len; start += BLOCK) {
+        let n = min(BLOCK, len - start);
+        var local_max = -3.4e38;
+        for (var j = tid; j < n; j += WG) {
+            let row = (base + start + j) * kv_width + kv_off;
+            var s = 0.0;
+            for (var i = 0u; i < d; i++) {
+                s = fma(qs[i], k_cache[row + i], s);
+            }
+            scores[j] = s;
+            local_max = max(local_max, s);
+        }
+        let new_max = max(run_max, reduce(local_max, tid, true));
+        var local_sum = 0.0;
+        for (var j = tid; j < n; j += WG) {
+            let p = exp(scores[j] - new_max);
+            scores[j] = p;
+            local_sum += p;
+        }
+        let block_sum = reduce(local_sum, tid, false);  // its barriers also publish scores[]
+        let rescale = exp(run_max - new_max);
+        run_sum = run_sum * rescale + block_sum;
+        run_max = new_max;
+        for (var c = 0u; c < 4u; c++) {
+            let i = tid + c * WG;
+            if i < d {
+                var a = acc[c] * rescale;
+                for (var j = 0u; j < n; j++) {
+                    a = fma(scores[j], v_cache[(base + start + j) * kv_width + kv_off + i], a);
+                }
+                acc[c] = a;
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var c = 0u; c < 4u; c++) {
+        let i = tid + c * WG;
+        if i < d {
+            out[(t * shape.heads + h) * d + i] = acc[c] / run_sum;
+        }
+    }
+}

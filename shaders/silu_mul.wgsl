@@ -1,0 +1,21 @@
+// SwiGLU activation, in place: gate[i] = silu(gate[i]) * up[i].
+struct Shape {
+    cols: u32,       // intermediate
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+@group(0) @binding(0) var<uniform> shape: Shape;
+@group(0) @binding(1) var<storage, read_write> gate: array<f32>;  // [M, intermediate]
+@group(0) @binding(2) var<storage, read> up: array<f32>;          // [M, intermediate]
+
+// One thread per (token, column); the grid's y is exactly M.
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if gid.x >= shape.cols {
+        return;
+    }
+    let i = gid.y * shape.cols + gid.x;
+    let g = gate[i];
+    gate[i] = g / (1.0 + exp(-g)) * up[i];
+}
