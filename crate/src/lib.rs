@@ -9,9 +9,11 @@
 //! What it does not do: sampling strategies beyond greedy and choice-constrained picks, models
 //! other than the Qwen2 architecture, training, or quantised weights.
 
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod reference;
+pub mod synthetic;
 pub mod tokenizer;
 pub mod weights;
 
@@ -19,6 +21,8 @@ pub use config::Qwen2Config;
 pub use error::{Error, Result};
 
 pub mod gpu;
+pub mod kv_cache;
+pub mod model;
 pub mod ops;
 #[cfg(target_arch = "wasm32")]
 pub mod web;

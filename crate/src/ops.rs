@@ -41,6 +41,7 @@ pub const GATHER_ROWS: KernelSpec =
 pub const ARGMAX: KernelSpec = spec!("argmax", packed: false, [Uniform, Read, ReadWrite]);
 pub const LM_HEAD_ROWS: KernelSpec =
     spec!("lm_head_rows", packed: true, [Uniform, Read, Read, Read, ReadWrite]);
+pub const KV_COPY: KernelSpec = spec!("kv_copy", packed: false, [Uniform, ReadWrite, ReadWrite]);
 pub const SYNTHETIC: KernelSpec = spec!("synthetic", packed: false, [Uniform, ReadWrite]);
 
 /// Largest decode batch the matvec kernel takes (its accumulators are `array<f32, 8>`).
@@ -460,4 +461,23 @@ pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, s
         let (x, y) = grid_2d(div_up(pairs, 256));
         run(pass, &kernel, &group, (x, y, 1));
     }
+}
+
+/// Copies `rows` cache rows from row `src` to row `dst` in one layer's keys and values
+/// (a rare, per-batch operation, so its bind group is made on the spot).
+#[allow(clippy::too_many_arguments)]
+pub fn kv_copy(
+    gpu: &Gpu,
+    pass: &mut Pass,
+    k: &wgpu::Buffer,
+    v: &wgpu::Buffer,
+    src: u32,
+    dst: u32,
+    rows: u32,
+    kv_dim: u32,
+) {
+    let kernel = gpu.kernel(&KV_COPY, &[]);
+    let shape = gpu.uniform("kv_copy", &Shape4::new(src, dst, rows, kv_dim));
+    let group = gpu.bind(&kernel, &[&shape, k, v]);
+    run(pass, &kernel, &group, (kv_dim.div_ceil(64), rows, 1));
 }

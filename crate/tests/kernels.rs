@@ -16,7 +16,7 @@ fn gpu() -> Gpu {
 
 fn small_binding_gpu(bytes: u64) -> Gpu {
     Gpu::new_blocking(GpuOptions {
-        max_binding: Some(bytes),
+        weight_chunk_bytes: Some(bytes),
         ..Default::default()
     })
     .unwrap()

@@ -34,7 +34,7 @@ impl PackedMatrix {
             ));
         }
         let row_bytes = (cols * dtype.size()) as u64;
-        let rows_per_chunk = (gpu.max_binding / row_bytes).max(1) as usize;
+        let rows_per_chunk = (gpu.weight_chunk_bytes / row_bytes).max(1) as usize;
         gpu.check_binding(name, row_bytes)?;
         let chunks = (0..rows)
             .step_by(rows_per_chunk)

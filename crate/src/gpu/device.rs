@@ -12,8 +12,9 @@ use crate::gpu::kernels::{Kernel, KernelKey};
 /// How to open the device.
 #[derive(Debug, Clone, Default)]
 pub struct GpuOptions {
-    /// Pretend the storage-binding limit is this small (bytes), to exercise tensor splitting.
-    pub max_binding: Option<u64>,
+    /// Split weight matrices into chunks of at most this many bytes even where the device
+    /// could bind more: exercises the split path that big embeddings take on real devices.
+    pub weight_chunk_bytes: Option<u64>,
     /// Skip GPU timestamps even where the device has them.
     pub no_timestamps: bool,
 }
@@ -26,8 +27,10 @@ pub struct Gpu {
     pub limits: wgpu::Limits,
     /// Whether compute passes can write timestamps (`timestamp-query`).
     pub timestamps: bool,
-    /// Largest buffer bound at once: the device limit, or less when forced by [`GpuOptions`].
+    /// Largest buffer bound at once (max_storage_buffer_binding_size, within max_buffer_size).
     pub max_binding: u64,
+    /// Largest weight chunk: `max_binding`, or less when forced by [`GpuOptions`].
+    pub weight_chunk_bytes: u64,
     pub(crate) kernels: RefCell<HashMap<KernelKey, Rc<Kernel>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -94,11 +97,13 @@ impl Gpu {
                 *slot = Some(format!("{reason:?}: {message}"));
             }
         });
-        let max_binding = options
-            .max_binding
-            .unwrap_or(u64::MAX)
-            .min(limits.max_storage_buffer_binding_size)
+        let max_binding = limits
+            .max_storage_buffer_binding_size
             .min(limits.max_buffer_size);
+        let weight_chunk_bytes = options
+            .weight_chunk_bytes
+            .unwrap_or(u64::MAX)
+            .min(max_binding);
         Ok(Self {
             device,
             queue,
@@ -106,6 +111,7 @@ impl Gpu {
             limits,
             timestamps,
             max_binding,
+            weight_chunk_bytes,
             kernels: RefCell::new(HashMap::new()),
             lost,
         })

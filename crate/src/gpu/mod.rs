@@ -5,7 +5,11 @@
 mod buffers;
 mod device;
 mod kernels;
+mod weights;
 
 pub use buffers::{PackedMatrix, read_buffer};
 pub use device::{Gpu, GpuOptions};
 pub use kernels::{Binding, Kernel, KernelSpec};
+#[cfg(not(target_arch = "wasm32"))]
+pub use weights::load_dir;
+pub use weights::{GpuLayer, GpuLinear, GpuLoader, GpuWeights};

@@ -1,0 +1,292 @@
+//! A model's weights on the GPU, with HF names. Matrices stay packed in their file's dtype
+//! ([`PackedMatrix`], split over binding limits); norm weights and biases, a few KB each, are
+//! widened to f32. Weights arrive from a safetensors stream ([`GpuLoader`], a [`TensorSink`]) or
+//! are generated on the GPU ([`GpuWeights::synthetic`]).
+
+use std::collections::HashMap;
+
+use crate::config::Qwen2Config;
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, PackedMatrix};
+use crate::synthetic;
+use crate::weights::{Dtype, TensorInfo, TensorSink, expected_tensors};
+
+/// A HF Linear: weight `[out, in]`, optional bias `[out]`.
+pub struct GpuLinear {
+    pub weight: PackedMatrix,
+    pub bias: Option<wgpu::Buffer>,
+}
+
+/// One decoder layer.
+pub struct GpuLayer {
+    pub input_layernorm: wgpu::Buffer,          // [hidden] f32
+    pub q_proj: GpuLinear,                      // [hidden, hidden] + [hidden]
+    pub k_proj: GpuLinear,                      // [kv_dim, hidden] + [kv_dim]
+    pub v_proj: GpuLinear,                      // [kv_dim, hidden] + [kv_dim]
+    pub o_proj: GpuLinear,                      // [hidden, hidden]
+    pub post_attention_layernorm: wgpu::Buffer, // [hidden] f32
+    pub gate_proj: GpuLinear,                   // [intermediate, hidden]
+    pub up_proj: GpuLinear,                     // [intermediate, hidden]
+    pub down_proj: GpuLinear,                   // [hidden, intermediate]
+}
+
+pub struct GpuWeights {
+    pub config: Qwen2Config,
+    pub embed_tokens: PackedMatrix, // [vocab, hidden]
+    pub layers: Vec<GpuLayer>,
+    pub norm: wgpu::Buffer, // [hidden] f32
+    /// `[vocab, hidden]`; `None` when tied to `embed_tokens`.
+    pub lm_head: Option<PackedMatrix>,
+    /// Generated, not trained: answers are meaningless.
+    pub synthetic: bool,
+}
+
+impl GpuWeights {
+    /// The LM head matrix (the embedding when tied).
+    pub fn head(&self) -> &PackedMatrix {
+        self.lm_head.as_ref().unwrap_or(&self.embed_tokens)
+    }
+
+    /// Bytes of weights one decode step reads: every matrix once (the tied head counted once as
+    /// the head; the embedding gather reads only one row).
+    pub fn decode_bytes(&self) -> u64 {
+        let layer: u64 = self
+            .layers
+            .iter()
+            .map(|l| {
+                [
+                    &l.q_proj,
+                    &l.k_proj,
+                    &l.v_proj,
+                    &l.o_proj,
+                    &l.gate_proj,
+                    &l.up_proj,
+                    &l.down_proj,
+                ]
+                .iter()
+                .map(|lin| lin.weight.bytes())
+                .sum::<u64>()
+            })
+            .sum();
+        layer + self.head().bytes()
+    }
+
+    /// A model of `config`'s shapes with synthetic bf16 weights (see [`crate::synthetic`]),
+    /// generated on the GPU in one submit.
+    pub fn synthetic(gpu: &Gpu, config: &Qwen2Config) -> Result<Self> {
+        config.validate()?;
+        let mut tensors = HashMap::new();
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            for (name, shape) in expected_tensors(config) {
+                let tensor = match shape[..] {
+                    [rows, cols] => {
+                        let m = PackedMatrix::new(gpu, &name, rows, cols, Dtype::BF16)?;
+                        crate::ops::fill_synthetic(
+                            gpu,
+                            &mut pass,
+                            &m,
+                            synthetic::seed(&name),
+                            synthetic::SCALE,
+                        );
+                        Tensor::Matrix(m)
+                    }
+                    _ => {
+                        Tensor::Vector(gpu.storage_from(&name, &synthetic::vector(&name, shape[0])))
+                    }
+                };
+                tensors.insert(name, tensor);
+            }
+        }
+        gpu.queue.submit([encoder.finish()]);
+        let mut weights = assemble(config.clone(), tensors)?;
+        weights.synthetic = true;
+        Ok(weights)
+    }
+}
+
+enum Tensor {
+    Matrix(PackedMatrix),
+    Vector(wgpu::Buffer),
+}
+
+fn assemble(config: Qwen2Config, tensors: HashMap<String, Tensor>) -> Result<GpuWeights> {
+    let (mut matrices, mut vectors) = (HashMap::new(), HashMap::new());
+    for (name, tensor) in tensors {
+        match tensor {
+            Tensor::Matrix(m) => matrices.insert(name, m).map(drop),
+            Tensor::Vector(v) => vectors.insert(name, v).map(drop),
+        };
+    }
+    let missing = |n: &str| Error::MissingTensors(vec![n.into()]);
+    let mut mat = |n: &str| matrices.remove(n).ok_or_else(|| missing(n));
+    let mut vec = |n: &str| vectors.remove(n).ok_or_else(|| missing(n));
+    let mut layers = Vec::with_capacity(config.num_hidden_layers);
+    for l in 0..config.num_hidden_layers {
+        let p = |s: &str| format!("model.layers.{l}.{s}");
+        let mut linear = |name: &str, bias: bool| -> Result<GpuLinear> {
+            Ok(GpuLinear {
+                weight: mat(&p(&format!("{name}.weight")))?,
+                bias: if bias {
+                    Some(vec(&p(&format!("{name}.bias")))?)
+                } else {
+                    None
+                },
+            })
+        };
+        let (q_proj, k_proj, v_proj) = (
+            linear("self_attn.q_proj", true)?,
+            linear("self_attn.k_proj", true)?,
+            linear("self_attn.v_proj", true)?,
+        );
+        let o_proj = linear("self_attn.o_proj", false)?;
+        let (gate_proj, up_proj, down_proj) = (
+            linear("mlp.gate_proj", false)?,
+            linear("mlp.up_proj", false)?,
+            linear("mlp.down_proj", false)?,
+        );
+        layers.push(GpuLayer {
+            input_layernorm: vec(&p("input_layernorm.weight"))?,
+            q_proj,
+            k_proj,
+            v_proj,
+            o_proj,
+            post_attention_layernorm: vec(&p("post_attention_layernorm.weight"))?,
+            gate_proj,
+            up_proj,
+            down_proj,
+        });
+    }
+    let embed_tokens = mat("model.embed_tokens.weight")?;
+    let lm_head = if config.tie_word_embeddings {
+        None
+    } else {
+        Some(mat("lm_head.weight")?)
+    };
+    let norm = vec("model.norm.weight")?;
+    Ok(GpuWeights {
+        config,
+        embed_tokens,
+        layers,
+        norm,
+        lm_head,
+        synthetic: false,
+    })
+}
+
+/// A [`TensorSink`] that uploads a safetensors stream to the GPU as it arrives: matrices are
+/// written piece by piece (never whole in memory), vectors widened to f32 when complete.
+/// Wrap it in [`crate::weights::CheckedSink`] so names and shapes are checked first.
+pub struct GpuLoader<'a> {
+    gpu: &'a Gpu,
+    config: Qwen2Config,
+    tensors: HashMap<String, Tensor>,
+    /// The tensor being received: its matrix write position and a partial 4-byte word
+    /// (wgpu writes whole words; a stream may split anywhere), or a vector's bytes.
+    written: u64,
+    carry: Vec<u8>,
+    vector_bytes: Vec<u8>,
+    /// Bytes written since the last flush of wgpu's staging memory.
+    unflushed: u64,
+    /// Total bytes received, for progress reports.
+    pub received: u64,
+}
+
+/// Submit queued writes after this many bytes, so staging memory stays bounded.
+const FLUSH_BYTES: u64 = 64 << 20;
+
+impl<'a> GpuLoader<'a> {
+    pub fn new(gpu: &'a Gpu, config: &Qwen2Config) -> Self {
+        Self {
+            gpu,
+            config: config.clone(),
+            tensors: HashMap::new(),
+            written: 0,
+            carry: Vec::new(),
+            vector_bytes: Vec::new(),
+            unflushed: 0,
+            received: 0,
+        }
+    }
+
+    /// The weights, once every file has been streamed (and checked).
+    pub fn finish(self) -> Result<GpuWeights> {
+        self.gpu.queue.submit([]);
+        assemble(self.config, self.tensors)
+    }
+
+    fn write(&mut self, name: &str, bytes: &[u8]) {
+        if let Some(Tensor::Matrix(m)) = self.tensors.get(name) {
+            m.write(self.gpu, self.written, bytes);
+            self.written += bytes.len() as u64;
+            self.unflushed += bytes.len() as u64;
+        }
+    }
+}
+
+impl TensorSink for GpuLoader<'_> {
+    fn header(&mut self, _file: &str, tensors: &[TensorInfo]) -> Result<()> {
+        for t in tensors {
+            // A tied checkpoint's copy of the head is not needed: the embedding serves.
+            if t.name == "lm_head.weight" && self.config.tie_word_embeddings {
+                continue;
+            }
+            if let [rows, cols] = t.shape[..] {
+                let m = PackedMatrix::new(self.gpu, &t.name, rows, cols, t.dtype)?;
+                self.tensors.insert(t.name.clone(), Tensor::Matrix(m));
+            }
+        }
+        Ok(())
+    }
+
+    fn piece(&mut self, t: &TensorInfo, offset: u64, mut bytes: &[u8]) -> Result<()> {
+        self.received += bytes.len() as u64;
+        if offset == 0 {
+            (self.written, self.carry, self.vector_bytes) = (0, Vec::new(), Vec::new());
+        }
+        let complete = offset + bytes.len() as u64 == t.byte_len();
+        if t.shape.len() != 2 {
+            self.vector_bytes.extend_from_slice(bytes);
+            if complete {
+                let mut values = Vec::with_capacity(t.numel());
+                t.dtype.to_f32(&self.vector_bytes, &mut values);
+                let buffer = self.gpu.storage_from(&t.name, &values);
+                self.tensors.insert(t.name.clone(), Tensor::Vector(buffer));
+            }
+            return Ok(());
+        }
+        if !self.carry.is_empty() {
+            let take = (4 - self.carry.len()).min(bytes.len());
+            self.carry.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.carry.len() == 4 {
+                let word = std::mem::take(&mut self.carry);
+                self.write(&t.name, &word);
+            }
+        }
+        let aligned = bytes.len() / 4 * 4;
+        if aligned > 0 {
+            self.write(&t.name, &bytes[..aligned]);
+        }
+        self.carry.extend_from_slice(&bytes[aligned..]);
+        if self.unflushed >= FLUSH_BYTES {
+            self.gpu.queue.submit([]);
+            self.unflushed = 0;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a model folder's weights onto the GPU (natively; the browser streams downloads
+/// through the same [`GpuLoader`]).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn load_dir(gpu: &Gpu, dir: &std::path::Path) -> Result<GpuWeights> {
+    let path = dir.join("config.json");
+    let bytes = std::fs::read(&path).map_err(|source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let config = Qwen2Config::from_json(&bytes)?;
+    crate::weights::read_model_dir(dir, &config, GpuLoader::new(gpu, &config))?.finish()
+}

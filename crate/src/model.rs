@@ -1,0 +1,602 @@
+//! The Qwen2 forward pass on the GPU, top to bottom, with HF names.
+//!
+//! One call runs a batch: any number of sequences, each appending its new tokens to its own KV
+//! slot. All tokens of all sequences form one `[M, hidden]` activation; linear layers run as a
+//! tiled matmul (prefill) or, for M <= 8, as a matvec that reads each weight once (decode).
+//! The whole forward is one command encoder and one submit; only what the caller asks for is
+//! read back: argmax ids, k choice logits, or (for tests and diagnostics) full logit rows.
+//! Buffers, pipelines and bind groups are made once, in [`Model::new`].
+
+use std::rc::Rc;
+
+use crate::clock::now_ms;
+use crate::config::Qwen2Config;
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, GpuWeights, read_buffer};
+use crate::kv_cache::KvCache;
+use crate::ops::{
+    Argmax, Attention, Embedding, GatherRows, KvWrite, Linear, LmHeadRows, RmsNorm, Rope, SiluMul,
+};
+use crate::reference::rope_inv_freq;
+
+/// Sizes fixed when the model is set up.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelOptions {
+    /// Most tokens in one forward call (all sequences together).
+    pub max_tokens: usize,
+    /// Sequences the KV cache holds at once.
+    pub kv_slots: usize,
+    /// Tokens per sequence in the KV cache (prompt + generated).
+    pub kv_capacity: usize,
+    /// Most rows read out per call (usually one per sequence).
+    pub max_rows: usize,
+    /// Most vocabulary ids for a choice-rows head.
+    pub max_choice_ids: usize,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        Self {
+            max_tokens: 1024,
+            kv_slots: 8,
+            kv_capacity: 1024,
+            max_rows: 64,
+            max_choice_ids: 256,
+        }
+    }
+}
+
+/// New tokens for one KV slot.
+#[derive(Debug, Clone, Copy)]
+pub struct Sequence<'a> {
+    pub slot: usize,
+    pub tokens: &'a [u32],
+}
+
+/// Which positions are read out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// The last new token of each sequence.
+    Last,
+    /// Every new token (tests and diagnostics).
+    All,
+}
+
+/// What the LM head computes for the read-out rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head<'a> {
+    /// Full vocabulary, argmax on the GPU: reads back one id and logit per row.
+    Argmax,
+    /// Only these vocabulary rows: reads back k logits per row (strategy B's choice head).
+    Choices(&'a [u32]),
+    /// Full vocabulary, read back whole (tests and the `logits` command; never per step).
+    Logits,
+}
+
+/// What one forward call computes and reads back.
+#[derive(Debug, Clone, Copy)]
+pub struct Readout<'a> {
+    pub rows: Rows,
+    pub head: Head<'a>,
+    /// Also read back each row's final hidden state (after `model.norm`).
+    pub hidden: bool,
+}
+
+impl Readout<'_> {
+    pub const ARGMAX: Readout<'static> = Readout {
+        rows: Rows::Last,
+        head: Head::Argmax,
+        hidden: false,
+    };
+}
+
+/// Per read-out row.
+#[derive(Debug, Clone, Default)]
+pub struct RowOut {
+    /// `(id, logit)` of the best token ([`Head::Argmax`] and [`Head::Logits`]).
+    pub argmax: Option<(u32, f32)>,
+    /// The choices' logits ([`Head::Choices`]) or the whole vocabulary ([`Head::Logits`]).
+    pub logits: Vec<f32>,
+    /// Final hidden state, `[hidden]`, when asked for.
+    pub hidden: Vec<f32>,
+}
+
+/// Timings of one forward call, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ForwardTiming {
+    /// Wall time from encoding to results on the CPU (submit + GPU work + readback).
+    pub wall_ms: f64,
+    /// GPU time of the layers (embedding to last layer) and of the head (final norm, LM head,
+    /// argmax), from timestamp queries; `None` where the device has no `timestamp-query`.
+    pub gpu_layers_ms: Option<f64>,
+    pub gpu_head_ms: Option<f64>,
+}
+
+pub struct ForwardOut {
+    pub rows: Vec<RowOut>,
+    pub timing: ForwardTiming,
+}
+
+/// Kernels of one decoder layer, bound to its weights and the shared scratch buffers.
+struct LayerOps {
+    input_layernorm: RmsNorm,
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    rope_q: Rope,
+    rope_k: Rope,
+    kv_write: KvWrite,
+    attention: Attention,
+    o_proj: Linear,
+    post_attention_layernorm: RmsNorm,
+    gate_proj: Linear,
+    up_proj: Linear,
+    silu_mul: SiluMul,
+    down_proj: Linear,
+}
+
+/// Activations and per-call inputs, sized for [`ModelOptions`].
+struct Scratch {
+    tokens: wgpu::Buffer,        // uniform: M
+    rows: wgpu::Buffer,          // uniform: R
+    ids: wgpu::Buffer,           // [M] u32
+    meta: wgpu::Buffer,          // [M] (cache row base, position)
+    which: wgpu::Buffer,         // [R] token index of each read-out row
+    choice_ids: wgpu::Buffer,    // [k] u32
+    logits: wgpu::Buffer,        // [R, vocab]
+    best: wgpu::Buffer,          // [R] (id, logit bits)
+    choice_logits: wgpu::Buffer, // [R, k]
+    head_normed: wgpu::Buffer,   // [R, hidden]
+    staging: wgpu::Buffer,       // best + choice logits + hidden + timestamps
+    timestamps: Option<(wgpu::QuerySet, wgpu::Buffer)>,
+}
+
+pub struct Model {
+    pub config: Qwen2Config,
+    pub gpu: Rc<Gpu>,
+    pub weights: GpuWeights,
+    pub kv: KvCache,
+    pub options: ModelOptions,
+    scratch: Scratch,
+    embed_tokens: Embedding,
+    layers: Vec<LayerOps>,
+    gather_rows: GatherRows,
+    norm: RmsNorm,
+    lm_head: Linear,
+    argmax: Argmax,
+    lm_head_rows: LmHeadRows,
+}
+
+impl Model {
+    pub fn new(gpu: Rc<Gpu>, weights: GpuWeights, options: ModelOptions) -> Result<Self> {
+        let c = weights.config.clone();
+        let o = options;
+        if o.max_tokens == 0 || o.max_rows == 0 || o.max_choice_ids == 0 {
+            return Err(Error::Input("model options must all be positive".into()));
+        }
+        let (h, kv, i, v) = (c.hidden_size, c.kv_dim(), c.intermediate_size, c.vocab_size);
+        let f32s = |n: usize| (n * 4) as u64;
+        for (what, bytes) in [
+            ("the MLP activations", f32s(o.max_tokens * i)),
+            ("the full-vocabulary logits", f32s(o.max_rows * v)),
+        ] {
+            gpu.check_binding(what, bytes)?;
+        }
+        let kv_cache = KvCache::new(&gpu, &c, o.kv_slots, o.kv_capacity)?;
+        let g = &*gpu;
+        let act = |name: &str, width: usize| g.storage(name, f32s(o.max_tokens * width));
+        let (x, normed, q, k, vv, attn, gate, up) = (
+            act("x", h),
+            act("normed", h),
+            act("q", h),
+            act("k", kv),
+            act("v", kv),
+            act("attn", h),
+            act("gate", i),
+            act("up", i),
+        );
+        let head_x = g.storage("head_x", f32s(o.max_rows * h));
+        let timestamps = g.timestamps.then(|| {
+            let set = g.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("phases"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 4,
+            });
+            let resolve = g.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("timestamps"),
+                size: 32,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            (set, resolve)
+        });
+        let s = Scratch {
+            tokens: g.uniform("tokens", &[0u32; 4]),
+            rows: g.uniform("rows", &[0u32; 4]),
+            ids: g.storage("ids", f32s(o.max_tokens)),
+            meta: g.storage("meta", f32s(2 * o.max_tokens)),
+            which: g.storage("which", f32s(o.max_rows)),
+            choice_ids: g.storage("choice_ids", f32s(o.max_choice_ids)),
+            logits: g.storage("logits", f32s(o.max_rows * v)),
+            best: g.storage("best", f32s(2 * o.max_rows)),
+            choice_logits: g.storage("choice_logits", f32s(o.max_rows * o.max_choice_ids)),
+            head_normed: g.storage("head_normed", f32s(o.max_rows * h)),
+            staging: g.staging(
+                "readout",
+                f32s(o.max_rows * (2 + o.max_choice_ids + h)) + 40,
+            ),
+            timestamps,
+        };
+        let inv_freq = g.storage_from("inv_freq", &rope_inv_freq(c.head_dim(), c.rope_theta));
+        let eps = c.rms_norm_eps;
+        let layers = weights
+            .layers
+            .iter()
+            .zip(kv_cache.k.iter().zip(&kv_cache.v))
+            .map(|(w, (k_cache, v_cache))| {
+                let lin =
+                    |x: &wgpu::Buffer, l: &crate::gpu::GpuLinear, y: &wgpu::Buffer, acc: bool| {
+                        Linear::new(
+                            g,
+                            &s.tokens,
+                            x,
+                            &l.weight,
+                            l.bias.as_ref(),
+                            y,
+                            l.weight.rows,
+                            acc,
+                        )
+                    };
+                LayerOps {
+                    input_layernorm: RmsNorm::new(g, &x, &w.input_layernorm, &normed, h, eps),
+                    q_proj: lin(&normed, &w.q_proj, &q, false),
+                    k_proj: lin(&normed, &w.k_proj, &k, false),
+                    v_proj: lin(&normed, &w.v_proj, &vv, false),
+                    rope_q: Rope::new(
+                        g,
+                        &s.meta,
+                        &inv_freq,
+                        &q,
+                        c.num_attention_heads,
+                        c.head_dim(),
+                    ),
+                    rope_k: Rope::new(
+                        g,
+                        &s.meta,
+                        &inv_freq,
+                        &k,
+                        c.num_key_value_heads,
+                        c.head_dim(),
+                    ),
+                    kv_write: KvWrite::new(g, &s.meta, &k, &vv, k_cache, v_cache, kv),
+                    attention: Attention::new(
+                        g,
+                        &s.meta,
+                        &q,
+                        k_cache,
+                        v_cache,
+                        &attn,
+                        c.num_attention_heads,
+                        c.num_key_value_heads,
+                        c.head_dim(),
+                    ),
+                    o_proj: lin(&attn, &w.o_proj, &x, true),
+                    post_attention_layernorm: RmsNorm::new(
+                        g,
+                        &x,
+                        &w.post_attention_layernorm,
+                        &normed,
+                        h,
+                        eps,
+                    ),
+                    gate_proj: lin(&normed, &w.gate_proj, &gate, false),
+                    up_proj: lin(&normed, &w.up_proj, &up, false),
+                    silu_mul: SiluMul::new(g, &gate, &up, i),
+                    down_proj: lin(&gate, &w.down_proj, &x, true),
+                }
+            })
+            .collect();
+        let head = weights.head();
+        Ok(Self {
+            embed_tokens: Embedding::new(g, &s.ids, &weights.embed_tokens, &x),
+            gather_rows: GatherRows::new(g, &s.which, &x, &head_x, h),
+            norm: RmsNorm::new(g, &head_x, &weights.norm, &s.head_normed, h, eps),
+            lm_head: Linear::new(g, &s.rows, &s.head_normed, head, None, &s.logits, v, false),
+            argmax: Argmax::new(g, &s.logits, &s.best, v),
+            lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, head, &s.choice_logits),
+            layers,
+            scratch: s,
+            config: c,
+            kv: kv_cache,
+            options: o,
+            weights,
+            gpu,
+        })
+    }
+
+    /// Prefill: runs token sequences (of any lengths) through the model in one pass.
+    pub async fn prefill(
+        &mut self,
+        batch: &[Sequence<'_>],
+        readout: Readout<'_>,
+    ) -> Result<ForwardOut> {
+        self.forward(batch, readout).await
+    }
+
+    /// Decode: one new token per slot, each after what its slot already holds.
+    pub async fn decode(
+        &mut self,
+        steps: &[(usize, u32)],
+        readout: Readout<'_>,
+    ) -> Result<ForwardOut> {
+        let tokens: Vec<[u32; 1]> = steps.iter().map(|&(_, t)| [t]).collect();
+        let batch: Vec<Sequence> = steps
+            .iter()
+            .zip(&tokens)
+            .map(|(&(slot, _), t)| Sequence { slot, tokens: t })
+            .collect();
+        self.forward(&batch, readout).await
+    }
+
+    /// The forward pass. See the module docs.
+    pub async fn forward(
+        &mut self,
+        batch: &[Sequence<'_>],
+        readout: Readout<'_>,
+    ) -> Result<ForwardOut> {
+        self.gpu.check_lost()?;
+        let plan = self.plan(batch, readout)?;
+        let start = now_ms();
+        let g = &*self.gpu;
+        let s = &self.scratch;
+        let (m, r) = (plan.ids.len() as u32, plan.which.len() as u32);
+        g.queue
+            .write_buffer(&s.tokens, 0, bytemuck::cast_slice(&[m, 0, 0, 0]));
+        g.queue
+            .write_buffer(&s.rows, 0, bytemuck::cast_slice(&[r, 0, 0, 0]));
+        g.queue
+            .write_buffer(&s.ids, 0, bytemuck::cast_slice(&plan.ids));
+        g.queue
+            .write_buffer(&s.meta, 0, bytemuck::cast_slice(&plan.meta));
+        g.queue
+            .write_buffer(&s.which, 0, bytemuck::cast_slice(&plan.which));
+        if let Head::Choices(ids) = readout.head {
+            g.queue
+                .write_buffer(&s.choice_ids, 0, bytemuck::cast_slice(ids));
+        }
+
+        let mut encoder = g.device.create_command_encoder(&Default::default());
+        let phase = |i: u32| {
+            s.timestamps
+                .as_ref()
+                .map(|(set, _)| wgpu::ComputePassTimestampWrites {
+                    query_set: set,
+                    beginning_of_pass_write_index: Some(2 * i),
+                    end_of_pass_write_index: Some(2 * i + 1),
+                })
+        };
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("layers"),
+                timestamp_writes: phase(0),
+            });
+            let p = &mut pass;
+            self.embed_tokens.encode(p, m);
+            for l in &self.layers {
+                // Attention block: x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))),
+                // n = input_layernorm(x); the new keys and values join the cache first.
+                l.input_layernorm.encode(p, m);
+                l.q_proj.encode(p, m);
+                l.k_proj.encode(p, m);
+                l.v_proj.encode(p, m);
+                l.rope_q.encode(p, m);
+                l.rope_k.encode(p, m);
+                l.kv_write.encode(p, m);
+                l.attention.encode(p, m);
+                l.o_proj.encode(p, m);
+                // MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)), n = post_attention_layernorm(x).
+                l.post_attention_layernorm.encode(p, m);
+                l.gate_proj.encode(p, m);
+                l.up_proj.encode(p, m);
+                l.silu_mul.encode(p, m);
+                l.down_proj.encode(p, m);
+            }
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("head"),
+                timestamp_writes: phase(1),
+            });
+            let p = &mut pass;
+            // Final norm and LM head on the read-out rows only.
+            self.gather_rows.encode(p, r);
+            self.norm.encode(p, r);
+            match readout.head {
+                Head::Argmax | Head::Logits => {
+                    self.lm_head.encode(p, r);
+                    self.argmax.encode(p, r);
+                }
+                Head::Choices(ids) => self.lm_head_rows.encode(p, ids.len() as u32, r),
+            }
+        }
+        // Read back: best ids, choice logits, hidden rows, timestamps; full logits separately.
+        let (h, k) = (self.config.hidden_size as u64, plan.choices as u64);
+        let (r64, f) = (r as u64, 4u64);
+        let best_at = 0;
+        let choices_at = best_at + 8 * r64;
+        let hidden_at = choices_at + f * r64 * k;
+        let hidden_len = if readout.hidden { f * r64 * h } else { 0 };
+        let stamps_at = (hidden_at + hidden_len).next_multiple_of(8);
+        encoder.copy_buffer_to_buffer(&s.best, 0, &s.staging, best_at, Some(8 * r64));
+        if k > 0 {
+            encoder.copy_buffer_to_buffer(
+                &s.choice_logits,
+                0,
+                &s.staging,
+                choices_at,
+                Some(f * r64 * k),
+            );
+        }
+        if readout.hidden {
+            encoder.copy_buffer_to_buffer(
+                &s.head_normed,
+                0,
+                &s.staging,
+                hidden_at,
+                Some(hidden_len),
+            );
+        }
+        if let Some((set, resolve)) = &s.timestamps {
+            encoder.resolve_query_set(set, 0..4, resolve, 0);
+            encoder.copy_buffer_to_buffer(resolve, 0, &s.staging, stamps_at, Some(32));
+        }
+        let vocab = self.config.vocab_size as u64;
+        let full = (readout.head == Head::Logits).then(|| {
+            let staging = g.staging("full logits", f * r64 * vocab);
+            encoder.copy_buffer_to_buffer(&s.logits, 0, &staging, 0, Some(f * r64 * vocab));
+            staging
+        });
+        g.queue.submit([encoder.finish()]);
+        for seq in batch {
+            self.kv.advance(seq.slot, seq.tokens.len());
+        }
+
+        let bytes = read_buffer(g, &s.staging, stamps_at + 32).await?;
+        let full = match &full {
+            Some(staging) => Some(read_buffer(g, staging, f * r64 * vocab).await?),
+            None => None,
+        };
+        let wall_ms = now_ms() - start;
+        let words = |at: u64, n: u64| -> Vec<u32> {
+            bytemuck::pod_collect_to_vec(&bytes[at as usize..(at + 4 * n) as usize])
+        };
+        let floats = |at: u64, n: u64| -> Vec<f32> {
+            bytemuck::pod_collect_to_vec(&bytes[at as usize..(at + 4 * n) as usize])
+        };
+        let best = words(best_at, 2 * r64);
+        let rows = (0..r as usize)
+            .map(|i| RowOut {
+                argmax: matches!(readout.head, Head::Argmax | Head::Logits)
+                    .then(|| (best[2 * i], f32::from_bits(best[2 * i + 1]))),
+                logits: match (&full, readout.head) {
+                    (Some(all), _) => bytemuck::pod_collect_to_vec(
+                        &all[i * 4 * vocab as usize..(i + 1) * 4 * vocab as usize],
+                    ),
+                    (None, Head::Choices(_)) => floats(choices_at + f * i as u64 * k, k),
+                    _ => Vec::new(),
+                },
+                hidden: if readout.hidden {
+                    floats(hidden_at + f * i as u64 * h, h)
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect();
+        let timing = ForwardTiming {
+            wall_ms,
+            gpu_layers_ms: s
+                .timestamps
+                .as_ref()
+                .map(|_| self.stamp_ms(&bytes, stamps_at, 0)),
+            gpu_head_ms: s
+                .timestamps
+                .as_ref()
+                .map(|_| self.stamp_ms(&bytes, stamps_at, 1)),
+        };
+        Ok(ForwardOut { rows, timing })
+    }
+
+    /// Milliseconds between the begin and end timestamps of pass `i`.
+    fn stamp_ms(&self, bytes: &[u8], at: u64, i: usize) -> f64 {
+        let t: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes[at as usize..at as usize + 32]);
+        let ticks = t[2 * i + 1].saturating_sub(t[2 * i]);
+        ticks as f64 * f64::from(self.gpu.queue.get_timestamp_period()) / 1e6
+    }
+
+    /// Checks a batch against the model's sizes and lays out its per-token inputs.
+    fn plan(&self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<Plan> {
+        let o = &self.options;
+        if batch.is_empty() {
+            return Err(Error::Input("an empty batch".into()));
+        }
+        let mut plan = Plan::default();
+        let mut slots_seen = vec![false; self.kv.slots];
+        for seq in batch {
+            if seq.tokens.is_empty() {
+                return Err(Error::Input(format!(
+                    "sequence for slot {} has no tokens",
+                    seq.slot
+                )));
+            }
+            self.kv.check_room(seq.slot, seq.tokens.len())?;
+            if std::mem::replace(&mut slots_seen[seq.slot], true) {
+                return Err(Error::Input(format!(
+                    "slot {} appears twice in one batch",
+                    seq.slot
+                )));
+            }
+            if let Some(&bad) = seq
+                .tokens
+                .iter()
+                .find(|&&t| t as usize >= self.config.vocab_size)
+            {
+                return Err(Error::Input(format!(
+                    "token id {bad} is outside the vocabulary ({})",
+                    self.config.vocab_size
+                )));
+            }
+            let (base, start) = (
+                (seq.slot * self.kv.capacity) as u32,
+                self.kv.len(seq.slot) as u32,
+            );
+            let first = plan.ids.len() as u32;
+            for (i, &t) in seq.tokens.iter().enumerate() {
+                plan.ids.push(t);
+                plan.meta.extend([base, start + i as u32]);
+            }
+            let last = plan.ids.len() as u32 - 1;
+            match readout.rows {
+                Rows::Last => plan.which.push(last),
+                Rows::All => plan.which.extend(first..=last),
+            }
+        }
+        if plan.ids.len() > o.max_tokens {
+            return Err(Error::Input(format!(
+                "a batch of {} tokens; this model was set up for at most {} per call",
+                plan.ids.len(),
+                o.max_tokens
+            )));
+        }
+        if plan.which.len() > o.max_rows {
+            return Err(Error::Input(format!(
+                "{} rows to read out; this model was set up for at most {}",
+                plan.which.len(),
+                o.max_rows
+            )));
+        }
+        if let Head::Choices(ids) = readout.head {
+            if ids.is_empty() || ids.len() > o.max_choice_ids {
+                return Err(Error::Input(format!(
+                    "{} choice ids (1 to {} allowed)",
+                    ids.len(),
+                    o.max_choice_ids
+                )));
+            }
+            if let Some(&bad) = ids.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+                return Err(Error::Input(format!(
+                    "choice id {bad} is outside the vocabulary"
+                )));
+            }
+            plan.choices = ids.len();
+        }
+        Ok(plan)
+    }
+}
+
+#[derive(Default)]
+struct Plan {
+    ids: Vec<u32>,   // [M]
+    meta: Vec<u32>,  // [M, 2]
+    which: Vec<u32>, // [R]
+    choices: usize,  // k
+}
