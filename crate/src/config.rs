@@ -63,8 +63,7 @@ fn default_act() -> String {
 impl Qwen2Config {
     /// Parses and validates `config.json` bytes.
     pub fn from_json(bytes: &[u8]) -> Result<Self> {
-        let config: Self =
-            serde_json::from_slice(bytes).map_err(|e| Error::Config(e.to_string()))?;
+        let config: Self = serde_json::from_slice(bytes).map_err(|e| Error::Config(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
@@ -73,16 +72,10 @@ impl Qwen2Config {
     pub fn validate(&self) -> Result<()> {
         let fail = |m: String| Err(Error::Config(m));
         if self.model_type != "qwen2" {
-            return fail(format!(
-                "model_type {:?} is not supported (only \"qwen2\")",
-                self.model_type
-            ));
+            return fail(format!("model_type {:?} is not supported (only \"qwen2\")", self.model_type));
         }
         if self.hidden_act != "silu" {
-            return fail(format!(
-                "hidden_act {:?} is not supported (only \"silu\")",
-                self.hidden_act
-            ));
+            return fail(format!("hidden_act {:?} is not supported (only \"silu\")", self.hidden_act));
         }
         for (name, v) in [
             ("hidden_size", self.hidden_size),
@@ -109,10 +102,7 @@ impl Qwen2Config {
             ));
         }
         if self.head_dim() % 2 != 0 {
-            return fail(format!(
-                "head_dim {} must be even for rotary embeddings",
-                self.head_dim()
-            ));
+            return fail(format!("head_dim {} must be even for rotary embeddings", self.head_dim()));
         }
         if self.use_sliding_window {
             return fail("use_sliding_window = true is not supported".into());
@@ -151,11 +141,7 @@ impl Qwen2Config {
     pub fn parameter_count(&self) -> usize {
         let (h, i, kv) = (self.hidden_size, self.intermediate_size, self.kv_dim());
         let layer = h * h + h + 2 * (kv * h + kv) + h * h + 3 * h * i + 2 * h;
-        let head = if self.tie_word_embeddings {
-            0
-        } else {
-            self.vocab_size * h
-        };
+        let head = if self.tie_word_embeddings { 0 } else { self.vocab_size * h };
         self.vocab_size * h + self.num_hidden_layers * layer + h + head
     }
 
@@ -174,20 +160,11 @@ impl Qwen2Config {
         match name {
             "qwen2.5-0.5b" => Ok(Self::qwen2_5_0_5b()),
             "qwen2.5-1.5b" => Ok(Self::qwen2_5_1_5b()),
-            _ => Err(Error::Config(format!(
-                "unknown model name {name:?} (known: qwen2.5-0.5b, qwen2.5-1.5b)"
-            ))),
+            _ => Err(Error::Config(format!("unknown model name {name:?} (known: qwen2.5-0.5b, qwen2.5-1.5b)"))),
         }
     }
 
-    fn preset(
-        hidden: usize,
-        inter: usize,
-        layers: usize,
-        heads: usize,
-        kv: usize,
-        tied: bool,
-    ) -> Self {
+    fn preset(hidden: usize, inter: usize, layers: usize, heads: usize, kv: usize, tied: bool) -> Self {
         Self {
             model_type: "qwen2".into(),
             hidden_size: hidden,
@@ -237,23 +214,15 @@ mod tests {
     fn edited(edit: impl Fn(&mut serde_json::Value)) -> String {
         let mut v: serde_json::Value = serde_json::from_slice(QWEN_0_5B).unwrap();
         edit(&mut v);
-        Qwen2Config::from_json(v.to_string().as_bytes())
-            .unwrap_err()
-            .to_string()
+        Qwen2Config::from_json(v.to_string().as_bytes()).unwrap_err().to_string()
     }
 
     #[test]
     fn inconsistent_configs_get_specific_errors() {
         let e = edited(|v| v["num_attention_heads"] = 13.into());
-        assert!(
-            e.contains("num_attention_heads (13) does not divide hidden_size (896)"),
-            "{e}"
-        );
+        assert!(e.contains("num_attention_heads (13) does not divide hidden_size (896)"), "{e}");
         let e = edited(|v| v["num_key_value_heads"] = 3.into());
-        assert!(
-            e.contains("num_key_value_heads (3) does not divide num_attention_heads (14)"),
-            "{e}"
-        );
+        assert!(e.contains("num_key_value_heads (3) does not divide num_attention_heads (14)"), "{e}");
         let e = edited(|v| v["model_type"] = "llama".into());
         assert!(e.contains("model_type \"llama\" is not supported"), "{e}");
         let e = edited(|v| v["hidden_size"] = 0.into());

@@ -12,11 +12,7 @@ pub enum Error {
     ModelFile { file: String, problem: String },
 
     #[error("tensor {name}: expected shape {expected:?}, found {found:?}")]
-    TensorShape {
-        name: String,
-        expected: Vec<usize>,
-        found: Vec<usize>,
-    },
+    TensorShape { name: String, expected: Vec<usize>, found: Vec<usize> },
 
     #[error("tensor {name}: dtype {dtype} is not supported (use BF16, F16 or F32)")]
     TensorDtype { name: String, dtype: String },
@@ -43,26 +39,16 @@ pub enum Error {
     Gpu(String),
 
     #[error("GPU limit {limit}: this model needs {needed}, the device allows {available}")]
-    GpuLimit {
-        limit: &'static str,
-        needed: u64,
-        available: u64,
-    },
+    GpuLimit { limit: &'static str, needed: u64, available: u64 },
 
     #[error("I/O error on {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn model_file(file: impl Into<String>, problem: impl Into<String>) -> Self {
-        Error::ModelFile {
-            file: file.into(),
-            problem: problem.into(),
-        }
+        Error::ModelFile { file: file.into(), problem: problem.into() }
     }
 }

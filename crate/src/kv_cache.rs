@@ -20,26 +20,13 @@ pub struct KvCache {
 impl KvCache {
     pub fn new(gpu: &Gpu, config: &Qwen2Config, slots: usize, capacity: usize) -> Result<Self> {
         if slots == 0 || capacity == 0 {
-            return Err(Error::Input(
-                "the KV cache needs at least one slot of one token".into(),
-            ));
+            return Err(Error::Input("the KV cache needs at least one slot of one token".into()));
         }
         let kv_dim = config.kv_dim();
         let bytes = (slots * capacity * kv_dim * 4) as u64;
         gpu.check_binding(&format!("a KV cache of {slots} x {capacity} tokens"), bytes)?;
-        let layer = |what: &str| {
-            (0..config.num_hidden_layers)
-                .map(|_| gpu.storage(what, bytes))
-                .collect()
-        };
-        Ok(Self {
-            slots,
-            capacity,
-            kv_dim,
-            k: layer("k_cache"),
-            v: layer("v_cache"),
-            lens: vec![0; slots],
-        })
+        let layer = |what: &str| (0..config.num_hidden_layers).map(|_| gpu.storage(what, bytes)).collect();
+        Ok(Self { slots, capacity, kv_dim, k: layer("k_cache"), v: layer("v_cache"), lens: vec![0; slots] })
     }
 
     /// Tokens held by `slot`.
@@ -68,10 +55,7 @@ impl KvCache {
     /// Checks that `slot` exists and can take `more` tokens.
     pub(crate) fn check_room(&self, slot: usize, more: usize) -> Result<()> {
         if slot >= self.slots {
-            return Err(Error::Input(format!(
-                "KV slot {slot} does not exist ({} slots)",
-                self.slots
-            )));
+            return Err(Error::Input(format!("KV slot {slot} does not exist ({} slots)", self.slots)));
         }
         let total = self.lens[slot] + more;
         if total > self.capacity {
@@ -91,17 +75,10 @@ impl KvCache {
     /// prefix is computed once and then continued by several sequences.
     pub fn copy_prefix(&mut self, gpu: &Gpu, from: usize, to: usize, len: usize) -> Result<()> {
         if from >= self.slots || to >= self.slots {
-            return Err(Error::Input(format!(
-                "KV slot {} does not exist ({} slots)",
-                from.max(to),
-                self.slots
-            )));
+            return Err(Error::Input(format!("KV slot {} does not exist ({} slots)", from.max(to), self.slots)));
         }
         if len > self.lens[from] {
-            return Err(Error::Input(format!(
-                "slot {from} holds {} tokens, not {len}",
-                self.lens[from]
-            )));
+            return Err(Error::Input(format!("slot {from} holds {} tokens, not {len}", self.lens[from])));
         }
         if from != to && len > 0 {
             let (src, dst) = ((from * self.capacity) as u32, (to * self.capacity) as u32);
@@ -109,16 +86,7 @@ impl KvCache {
             {
                 let mut pass = encoder.begin_compute_pass(&Default::default());
                 for (k, v) in self.k.iter().zip(&self.v) {
-                    ops::kv_copy(
-                        gpu,
-                        &mut pass,
-                        k,
-                        v,
-                        src,
-                        dst,
-                        len as u32,
-                        self.kv_dim as u32,
-                    );
+                    ops::kv_copy(gpu, &mut pass, k, v, src, dst, len as u32, self.kv_dim as u32);
                 }
             }
             gpu.queue.submit([encoder.finish()]);

@@ -14,9 +14,7 @@ use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, GpuWeights, read_buffer};
 use crate::kv_cache::KvCache;
-use crate::ops::{
-    Argmax, Attention, Embedding, GatherRows, KvWrite, Linear, LmHeadRows, RmsNorm, Rope, SiluMul,
-};
+use crate::ops::{Argmax, Attention, Embedding, GatherRows, KvWrite, Linear, LmHeadRows, RmsNorm, Rope, SiluMul};
 use crate::reference::rope_inv_freq;
 
 /// Sizes fixed when the model is set up.
@@ -36,13 +34,7 @@ pub struct ModelOptions {
 
 impl Default for ModelOptions {
     fn default() -> Self {
-        Self {
-            max_tokens: 1024,
-            kv_slots: 8,
-            kv_capacity: 1024,
-            max_rows: 64,
-            max_choice_ids: 256,
-        }
+        Self { max_tokens: 1024, kv_slots: 8, kv_capacity: 1024, max_rows: 64, max_choice_ids: 256 }
     }
 }
 
@@ -83,11 +75,7 @@ pub struct Readout<'a> {
 }
 
 impl Readout<'_> {
-    pub const ARGMAX: Readout<'static> = Readout {
-        rows: Rows::Last,
-        head: Head::Argmax,
-        hidden: false,
-    };
+    pub const ARGMAX: Readout<'static> = Readout { rows: Rows::Last, head: Head::Argmax, hidden: false };
 }
 
 /// Per read-out row.
@@ -176,10 +164,9 @@ impl Model {
         }
         let (h, kv, i, v) = (c.hidden_size, c.kv_dim(), c.intermediate_size, c.vocab_size);
         let f32s = |n: usize| (n * 4) as u64;
-        for (what, bytes) in [
-            ("the MLP activations", f32s(o.max_tokens * i)),
-            ("the full-vocabulary logits", f32s(o.max_rows * v)),
-        ] {
+        for (what, bytes) in
+            [("the MLP activations", f32s(o.max_tokens * i)), ("the full-vocabulary logits", f32s(o.max_rows * v))]
+        {
             gpu.check_binding(what, bytes)?;
         }
         let kv_cache = KvCache::new(&gpu, &c, o.kv_slots, o.kv_capacity)?;
@@ -221,10 +208,7 @@ impl Model {
             best: g.storage("best", f32s(2 * o.max_rows)),
             choice_logits: g.storage("choice_logits", f32s(o.max_rows * o.max_choice_ids)),
             head_normed: g.storage("head_normed", f32s(o.max_rows * h)),
-            staging: g.staging(
-                "readout",
-                f32s(o.max_rows * (2 + o.max_choice_ids + h)) + 40,
-            ),
+            staging: g.staging("readout", f32s(o.max_rows * (2 + o.max_choice_ids + h)) + 40),
             timestamps,
         };
         let inv_freq = g.storage_from("inv_freq", &rope_inv_freq(c.head_dim(), c.rope_theta));
@@ -234,40 +218,16 @@ impl Model {
             .iter()
             .zip(kv_cache.k.iter().zip(&kv_cache.v))
             .map(|(w, (k_cache, v_cache))| {
-                let lin =
-                    |x: &wgpu::Buffer, l: &crate::gpu::GpuLinear, y: &wgpu::Buffer, acc: bool| {
-                        Linear::new(
-                            g,
-                            &s.tokens,
-                            x,
-                            &l.weight,
-                            l.bias.as_ref(),
-                            y,
-                            l.weight.rows,
-                            acc,
-                        )
-                    };
+                let lin = |x: &wgpu::Buffer, l: &crate::gpu::GpuLinear, y: &wgpu::Buffer, acc: bool| {
+                    Linear::new(g, &s.tokens, x, &l.weight, l.bias.as_ref(), y, l.weight.rows, acc)
+                };
                 LayerOps {
                     input_layernorm: RmsNorm::new(g, &x, &w.input_layernorm, &normed, h, eps),
                     q_proj: lin(&normed, &w.q_proj, &q, false),
                     k_proj: lin(&normed, &w.k_proj, &k, false),
                     v_proj: lin(&normed, &w.v_proj, &vv, false),
-                    rope_q: Rope::new(
-                        g,
-                        &s.meta,
-                        &inv_freq,
-                        &q,
-                        c.num_attention_heads,
-                        c.head_dim(),
-                    ),
-                    rope_k: Rope::new(
-                        g,
-                        &s.meta,
-                        &inv_freq,
-                        &k,
-                        c.num_key_value_heads,
-                        c.head_dim(),
-                    ),
+                    rope_q: Rope::new(g, &s.meta, &inv_freq, &q, c.num_attention_heads, c.head_dim()),
+                    rope_k: Rope::new(g, &s.meta, &inv_freq, &k, c.num_key_value_heads, c.head_dim()),
                     kv_write: KvWrite::new(g, &s.meta, &k, &vv, k_cache, v_cache, kv),
                     attention: Attention::new(
                         g,
@@ -281,14 +241,7 @@ impl Model {
                         c.head_dim(),
                     ),
                     o_proj: lin(&attn, &w.o_proj, &x, true),
-                    post_attention_layernorm: RmsNorm::new(
-                        g,
-                        &x,
-                        &w.post_attention_layernorm,
-                        &normed,
-                        h,
-                        eps,
-                    ),
+                    post_attention_layernorm: RmsNorm::new(g, &x, &w.post_attention_layernorm, &normed, h, eps),
                     gate_proj: lin(&normed, &w.gate_proj, &gate, false),
                     up_proj: lin(&normed, &w.up_proj, &up, false),
                     silu_mul: SiluMul::new(g, &gate, &up, i),
@@ -315,71 +268,46 @@ impl Model {
     }
 
     /// Prefill: runs token sequences (of any lengths) through the model in one pass.
-    pub async fn prefill(
-        &mut self,
-        batch: &[Sequence<'_>],
-        readout: Readout<'_>,
-    ) -> Result<ForwardOut> {
+    pub async fn prefill(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<ForwardOut> {
         self.forward(batch, readout).await
     }
 
     /// Decode: one new token per slot, each after what its slot already holds.
-    pub async fn decode(
-        &mut self,
-        steps: &[(usize, u32)],
-        readout: Readout<'_>,
-    ) -> Result<ForwardOut> {
+    pub async fn decode(&mut self, steps: &[(usize, u32)], readout: Readout<'_>) -> Result<ForwardOut> {
         let tokens: Vec<[u32; 1]> = steps.iter().map(|&(_, t)| [t]).collect();
-        let batch: Vec<Sequence> = steps
-            .iter()
-            .zip(&tokens)
-            .map(|(&(slot, _), t)| Sequence { slot, tokens: t })
-            .collect();
+        let batch: Vec<Sequence> =
+            steps.iter().zip(&tokens).map(|(&(slot, _), t)| Sequence { slot, tokens: t }).collect();
         self.forward(&batch, readout).await
     }
 
     /// The forward pass. See the module docs.
-    pub async fn forward(
-        &mut self,
-        batch: &[Sequence<'_>],
-        readout: Readout<'_>,
-    ) -> Result<ForwardOut> {
+    pub async fn forward(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<ForwardOut> {
         self.gpu.check_lost()?;
         let plan = self.plan(batch, readout)?;
         let start = now_ms();
         let g = &*self.gpu;
         let s = &self.scratch;
         let (m, r) = (plan.ids.len() as u32, plan.which.len() as u32);
-        g.queue
-            .write_buffer(&s.tokens, 0, bytemuck::cast_slice(&[m, 0, 0, 0]));
-        g.queue
-            .write_buffer(&s.rows, 0, bytemuck::cast_slice(&[r, 0, 0, 0]));
-        g.queue
-            .write_buffer(&s.ids, 0, bytemuck::cast_slice(&plan.ids));
-        g.queue
-            .write_buffer(&s.meta, 0, bytemuck::cast_slice(&plan.meta));
-        g.queue
-            .write_buffer(&s.which, 0, bytemuck::cast_slice(&plan.which));
+        g.queue.write_buffer(&s.tokens, 0, bytemuck::cast_slice(&[m, 0, 0, 0]));
+        g.queue.write_buffer(&s.rows, 0, bytemuck::cast_slice(&[r, 0, 0, 0]));
+        g.queue.write_buffer(&s.ids, 0, bytemuck::cast_slice(&plan.ids));
+        g.queue.write_buffer(&s.meta, 0, bytemuck::cast_slice(&plan.meta));
+        g.queue.write_buffer(&s.which, 0, bytemuck::cast_slice(&plan.which));
         if let Head::Choices(ids) = readout.head {
-            g.queue
-                .write_buffer(&s.choice_ids, 0, bytemuck::cast_slice(ids));
+            g.queue.write_buffer(&s.choice_ids, 0, bytemuck::cast_slice(ids));
         }
 
         let mut encoder = g.device.create_command_encoder(&Default::default());
         let phase = |i: u32| {
-            s.timestamps
-                .as_ref()
-                .map(|(set, _)| wgpu::ComputePassTimestampWrites {
-                    query_set: set,
-                    beginning_of_pass_write_index: Some(2 * i),
-                    end_of_pass_write_index: Some(2 * i + 1),
-                })
+            s.timestamps.as_ref().map(|(set, _)| wgpu::ComputePassTimestampWrites {
+                query_set: set,
+                beginning_of_pass_write_index: Some(2 * i),
+                end_of_pass_write_index: Some(2 * i + 1),
+            })
         };
         {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("layers"),
-                timestamp_writes: phase(0),
-            });
+            let mut pass = encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("layers"), timestamp_writes: phase(0) });
             let p = &mut pass;
             self.embed_tokens.encode(p, m);
             for l in &self.layers {
@@ -403,10 +331,8 @@ impl Model {
             }
         }
         {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("head"),
-                timestamp_writes: phase(1),
-            });
+            let mut pass = encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("head"), timestamp_writes: phase(1) });
             let p = &mut pass;
             // Final norm and LM head on the read-out rows only.
             self.gather_rows.encode(p, r);
@@ -429,22 +355,10 @@ impl Model {
         let stamps_at = (hidden_at + hidden_len).next_multiple_of(8);
         encoder.copy_buffer_to_buffer(&s.best, 0, &s.staging, best_at, Some(8 * r64));
         if k > 0 {
-            encoder.copy_buffer_to_buffer(
-                &s.choice_logits,
-                0,
-                &s.staging,
-                choices_at,
-                Some(f * r64 * k),
-            );
+            encoder.copy_buffer_to_buffer(&s.choice_logits, 0, &s.staging, choices_at, Some(f * r64 * k));
         }
         if readout.hidden {
-            encoder.copy_buffer_to_buffer(
-                &s.head_normed,
-                0,
-                &s.staging,
-                hidden_at,
-                Some(hidden_len),
-            );
+            encoder.copy_buffer_to_buffer(&s.head_normed, 0, &s.staging, hidden_at, Some(hidden_len));
         }
         if let Some((set, resolve)) = &s.timestamps {
             encoder.resolve_query_set(set, 0..4, resolve, 0);
@@ -467,41 +381,29 @@ impl Model {
             None => None,
         };
         let wall_ms = now_ms() - start;
-        let words = |at: u64, n: u64| -> Vec<u32> {
-            bytemuck::pod_collect_to_vec(&bytes[at as usize..(at + 4 * n) as usize])
-        };
-        let floats = |at: u64, n: u64| -> Vec<f32> {
-            bytemuck::pod_collect_to_vec(&bytes[at as usize..(at + 4 * n) as usize])
-        };
+        let words =
+            |at: u64, n: u64| -> Vec<u32> { bytemuck::pod_collect_to_vec(&bytes[at as usize..(at + 4 * n) as usize]) };
+        let floats =
+            |at: u64, n: u64| -> Vec<f32> { bytemuck::pod_collect_to_vec(&bytes[at as usize..(at + 4 * n) as usize]) };
         let best = words(best_at, 2 * r64);
         let rows = (0..r as usize)
             .map(|i| RowOut {
                 argmax: matches!(readout.head, Head::Argmax | Head::Logits)
                     .then(|| (best[2 * i], f32::from_bits(best[2 * i + 1]))),
                 logits: match (&full, readout.head) {
-                    (Some(all), _) => bytemuck::pod_collect_to_vec(
-                        &all[i * 4 * vocab as usize..(i + 1) * 4 * vocab as usize],
-                    ),
+                    (Some(all), _) => {
+                        bytemuck::pod_collect_to_vec(&all[i * 4 * vocab as usize..(i + 1) * 4 * vocab as usize])
+                    }
                     (None, Head::Choices(_)) => floats(choices_at + f * i as u64 * k, k),
                     _ => Vec::new(),
                 },
-                hidden: if readout.hidden {
-                    floats(hidden_at + f * i as u64 * h, h)
-                } else {
-                    Vec::new()
-                },
+                hidden: if readout.hidden { floats(hidden_at + f * i as u64 * h, h) } else { Vec::new() },
             })
             .collect();
         let timing = ForwardTiming {
             wall_ms,
-            gpu_layers_ms: s
-                .timestamps
-                .as_ref()
-                .map(|_| self.stamp_ms(&bytes, stamps_at, 0)),
-            gpu_head_ms: s
-                .timestamps
-                .as_ref()
-                .map(|_| self.stamp_ms(&bytes, stamps_at, 1)),
+            gpu_layers_ms: s.timestamps.as_ref().map(|_| self.stamp_ms(&bytes, stamps_at, 0)),
+            gpu_head_ms: s.timestamps.as_ref().map(|_| self.stamp_ms(&bytes, stamps_at, 1)),
         };
         Ok(ForwardOut { rows, timing })
     }
@@ -523,32 +425,19 @@ impl Model {
         let mut slots_seen = vec![false; self.kv.slots];
         for seq in batch {
             if seq.tokens.is_empty() {
-                return Err(Error::Input(format!(
-                    "sequence for slot {} has no tokens",
-                    seq.slot
-                )));
+                return Err(Error::Input(format!("sequence for slot {} has no tokens", seq.slot)));
             }
             self.kv.check_room(seq.slot, seq.tokens.len())?;
             if std::mem::replace(&mut slots_seen[seq.slot], true) {
-                return Err(Error::Input(format!(
-                    "slot {} appears twice in one batch",
-                    seq.slot
-                )));
+                return Err(Error::Input(format!("slot {} appears twice in one batch", seq.slot)));
             }
-            if let Some(&bad) = seq
-                .tokens
-                .iter()
-                .find(|&&t| t as usize >= self.config.vocab_size)
-            {
+            if let Some(&bad) = seq.tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
                 return Err(Error::Input(format!(
                     "token id {bad} is outside the vocabulary ({})",
                     self.config.vocab_size
                 )));
             }
-            let (base, start) = (
-                (seq.slot * self.kv.capacity) as u32,
-                self.kv.len(seq.slot) as u32,
-            );
+            let (base, start) = ((seq.slot * self.kv.capacity) as u32, self.kv.len(seq.slot) as u32);
             let first = plan.ids.len() as u32;
             for (i, &t) in seq.tokens.iter().enumerate() {
                 plan.ids.push(t);
@@ -576,16 +465,10 @@ impl Model {
         }
         if let Head::Choices(ids) = readout.head {
             if ids.is_empty() || ids.len() > o.max_choice_ids {
-                return Err(Error::Input(format!(
-                    "{} choice ids (1 to {} allowed)",
-                    ids.len(),
-                    o.max_choice_ids
-                )));
+                return Err(Error::Input(format!("{} choice ids (1 to {} allowed)", ids.len(), o.max_choice_ids)));
             }
             if let Some(&bad) = ids.iter().find(|&&t| t as usize >= self.config.vocab_size) {
-                return Err(Error::Input(format!(
-                    "choice id {bad} is outside the vocabulary"
-                )));
+                return Err(Error::Input(format!("choice id {bad} is outside the vocabulary")));
             }
             plan.choices = ids.len();
         }

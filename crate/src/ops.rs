@@ -23,24 +23,17 @@ macro_rules! spec {
     };
 }
 
-pub const EMBEDDING: KernelSpec =
-    spec!("embedding", packed: true, [Uniform, Read, Read, ReadWrite]);
+pub const EMBEDDING: KernelSpec = spec!("embedding", packed: true, [Uniform, Read, Read, ReadWrite]);
 pub const RMS_NORM: KernelSpec = spec!("rms_norm", packed: false, [Uniform, Read, Read, ReadWrite]);
-pub const MATMUL: KernelSpec =
-    spec!("matmul", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
-pub const MATVEC: KernelSpec =
-    spec!("matvec", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
+pub const MATMUL: KernelSpec = spec!("matmul", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
+pub const MATVEC: KernelSpec = spec!("matvec", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
 pub const ROPE: KernelSpec = spec!("rope", packed: false, [Uniform, Read, Read, ReadWrite]);
-pub const KV_WRITE: KernelSpec =
-    spec!("kv_write", packed: false, [Uniform, Read, Read, Read, ReadWrite, ReadWrite]);
-pub const ATTENTION: KernelSpec =
-    spec!("attention", packed: false, [Uniform, Read, Read, Read, Read, ReadWrite]);
+pub const KV_WRITE: KernelSpec = spec!("kv_write", packed: false, [Uniform, Read, Read, Read, ReadWrite, ReadWrite]);
+pub const ATTENTION: KernelSpec = spec!("attention", packed: false, [Uniform, Read, Read, Read, Read, ReadWrite]);
 pub const SILU_MUL: KernelSpec = spec!("silu_mul", packed: false, [Uniform, ReadWrite, Read]);
-pub const GATHER_ROWS: KernelSpec =
-    spec!("gather_rows", packed: false, [Uniform, Read, Read, ReadWrite]);
+pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", packed: false, [Uniform, Read, Read, ReadWrite]);
 pub const ARGMAX: KernelSpec = spec!("argmax", packed: false, [Uniform, Read, ReadWrite]);
-pub const LM_HEAD_ROWS: KernelSpec =
-    spec!("lm_head_rows", packed: true, [Uniform, Read, Read, Read, ReadWrite]);
+pub const LM_HEAD_ROWS: KernelSpec = spec!("lm_head_rows", packed: true, [Uniform, Read, Read, Read, ReadWrite]);
 pub const KV_COPY: KernelSpec = spec!("kv_copy", packed: false, [Uniform, ReadWrite, ReadWrite]);
 pub const SYNTHETIC: KernelSpec = spec!("synthetic", packed: false, [Uniform, ReadWrite]);
 
@@ -66,11 +59,7 @@ fn div_up(a: usize, b: usize) -> u32 {
 /// Workgroups for `count` groups laid out as (x, y) within the 65,535-per-dimension limit;
 /// shaders rebuild the index as `x + y * num_workgroups.x` and skip the excess.
 fn grid_2d(count: u32) -> (u32, u32) {
-    if count <= 65_535 {
-        (count, 1)
-    } else {
-        (65_535, count.div_ceil(65_535))
-    }
+    if count <= 65_535 { (count, 1) } else { (65_535, count.div_ceil(65_535)) }
 }
 
 fn run(pass: &mut Pass, kernel: &Kernel, group: &wgpu::BindGroup, grid: (u32, u32, u32)) {
@@ -94,18 +83,12 @@ impl Embedding {
             .chunks
             .iter()
             .map(|c| {
-                let shape = gpu.uniform(
-                    "embedding",
-                    &Shape4::new(table.cols as u32, c.row_start as u32, c.rows as u32, 0),
-                );
+                let shape =
+                    gpu.uniform("embedding", &Shape4::new(table.cols as u32, c.row_start as u32, c.rows as u32, 0));
                 gpu.bind(&kernel, &[&shape, ids, &c.buffer, out])
             })
             .collect();
-        Self {
-            kernel,
-            chunks,
-            cols: table.cols,
-        }
+        Self { kernel, chunks, cols: table.cols }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
@@ -122,19 +105,9 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
-    pub fn new(
-        gpu: &Gpu,
-        x: &wgpu::Buffer,
-        weight: &wgpu::Buffer,
-        out: &wgpu::Buffer,
-        cols: usize,
-        eps: f64,
-    ) -> Self {
+    pub fn new(gpu: &Gpu, x: &wgpu::Buffer, weight: &wgpu::Buffer, out: &wgpu::Buffer, cols: usize, eps: f64) -> Self {
         let kernel = gpu.kernel(&RMS_NORM, &[]);
-        let shape = gpu.uniform(
-            "rms_norm",
-            &Shape4::new(cols as u32, (eps as f32).to_bits(), 0, 0),
-        );
+        let shape = gpu.uniform("rms_norm", &Shape4::new(cols as u32, (eps as f32).to_bits(), 0, 0));
         let group = gpu.bind(&kernel, &[&shape, x, weight, out]);
         Self { kernel, group }
     }
@@ -178,24 +151,12 @@ impl Linear {
             .chunks
             .iter()
             .map(|c| {
-                let shape = Shape4::new(
-                    w.cols as u32,
-                    c.rows as u32,
-                    c.row_start as u32,
-                    out_cols as u32,
-                );
+                let shape = Shape4::new(w.cols as u32, c.rows as u32, c.row_start as u32, out_cols as u32);
                 let shape = gpu.uniform("linear", &shape);
-                (
-                    gpu.bind(&matmul, &[tokens, &shape, x, &c.buffer, bias, y]),
-                    c.rows,
-                )
+                (gpu.bind(&matmul, &[tokens, &shape, x, &c.buffer, bias, y]), c.rows)
             })
             .collect();
-        Self {
-            matmul,
-            matvec,
-            chunks,
-        }
+        Self { matmul, matvec, chunks }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
@@ -204,12 +165,7 @@ impl Linear {
                 let (x, y) = grid_2d(div_up(*rows, 4));
                 run(pass, &self.matvec, group, (x, y, 1));
             } else {
-                run(
-                    pass,
-                    &self.matmul,
-                    group,
-                    (div_up(*rows, 64), m.div_ceil(64), 1),
-                );
+                run(pass, &self.matmul, group, (div_up(*rows, 64), m.div_ceil(64), 1));
             }
         }
     }
@@ -235,20 +191,11 @@ impl Rope {
         let kernel = gpu.kernel(&ROPE, &[]);
         let shape = gpu.uniform("rope", &Shape4::new(heads as u32, head_dim as u32, 0, 0));
         let group = gpu.bind(&kernel, &[&shape, meta, inv_freq, x]);
-        Self {
-            kernel,
-            group,
-            threads: heads * head_dim / 2,
-        }
+        Self { kernel, group, threads: heads * head_dim / 2 }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
-        run(
-            pass,
-            &self.kernel,
-            &self.group,
-            (div_up(self.threads, 64), m, 1),
-        );
+        run(pass, &self.kernel, &self.group, (div_up(self.threads, 64), m, 1));
     }
 }
 
@@ -273,20 +220,11 @@ impl KvWrite {
         let kernel = gpu.kernel(&KV_WRITE, &[]);
         let shape = gpu.uniform("kv_write", &Shape4::new(kv_dim as u32, 0, 0, 0));
         let group = gpu.bind(&kernel, &[&shape, meta, k, v, k_cache, v_cache]);
-        Self {
-            kernel,
-            group,
-            kv_dim,
-        }
+        Self { kernel, group, kv_dim }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
-        run(
-            pass,
-            &self.kernel,
-            &self.group,
-            (div_up(self.kv_dim, 64), m, 1),
-        );
+        run(pass, &self.kernel, &self.group, (div_up(self.kv_dim, 64), m, 1));
     }
 }
 
@@ -311,16 +249,9 @@ impl Attention {
         head_dim: usize,
     ) -> Self {
         let kernel = gpu.kernel(&ATTENTION, &[]);
-        let shape = gpu.uniform(
-            "attention",
-            &Shape4::new(heads as u32, kv_heads as u32, head_dim as u32, 0),
-        );
+        let shape = gpu.uniform("attention", &Shape4::new(heads as u32, kv_heads as u32, head_dim as u32, 0));
         let group = gpu.bind(&kernel, &[&shape, meta, q, k_cache, v_cache, out]);
-        Self {
-            kernel,
-            group,
-            heads: heads as u32,
-        }
+        Self { kernel, group, heads: heads as u32 }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
@@ -340,20 +271,11 @@ impl SiluMul {
         let kernel = gpu.kernel(&SILU_MUL, &[]);
         let shape = gpu.uniform("silu_mul", &Shape4::new(cols as u32, 0, 0, 0));
         let group = gpu.bind(&kernel, &[&shape, gate, up]);
-        Self {
-            kernel,
-            group,
-            cols,
-        }
+        Self { kernel, group, cols }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
-        run(
-            pass,
-            &self.kernel,
-            &self.group,
-            (div_up(self.cols, 256), m, 1),
-        );
+        run(pass, &self.kernel, &self.group, (div_up(self.cols, 256), m, 1));
     }
 }
 
@@ -365,30 +287,15 @@ pub struct GatherRows {
 }
 
 impl GatherRows {
-    pub fn new(
-        gpu: &Gpu,
-        which: &wgpu::Buffer,
-        x: &wgpu::Buffer,
-        out: &wgpu::Buffer,
-        cols: usize,
-    ) -> Self {
+    pub fn new(gpu: &Gpu, which: &wgpu::Buffer, x: &wgpu::Buffer, out: &wgpu::Buffer, cols: usize) -> Self {
         let kernel = gpu.kernel(&GATHER_ROWS, &[]);
         let shape = gpu.uniform("gather_rows", &Shape4::new(cols as u32, 0, 0, 0));
         let group = gpu.bind(&kernel, &[&shape, which, x, out]);
-        Self {
-            kernel,
-            group,
-            cols,
-        }
+        Self { kernel, group, cols }
     }
 
     pub fn encode(&self, pass: &mut Pass, rows: u32) {
-        run(
-            pass,
-            &self.kernel,
-            &self.group,
-            (div_up(self.cols, 64), rows, 1),
-        );
+        run(pass, &self.kernel, &self.group, (div_up(self.cols, 64), rows, 1));
     }
 }
 
@@ -418,22 +325,14 @@ pub struct LmHeadRows {
 }
 
 impl LmHeadRows {
-    pub fn new(
-        gpu: &Gpu,
-        ids: &wgpu::Buffer,
-        x: &wgpu::Buffer,
-        head: &PackedMatrix,
-        logits: &wgpu::Buffer,
-    ) -> Self {
+    pub fn new(gpu: &Gpu, ids: &wgpu::Buffer, x: &wgpu::Buffer, head: &PackedMatrix, logits: &wgpu::Buffer) -> Self {
         let kernel = gpu.kernel(&LM_HEAD_ROWS, &[head.dtype_constant()]);
         let chunks = head
             .chunks
             .iter()
             .map(|c| {
-                let shape = gpu.uniform(
-                    "lm_head_rows",
-                    &Shape4::new(head.cols as u32, c.row_start as u32, c.rows as u32, 0),
-                );
+                let shape =
+                    gpu.uniform("lm_head_rows", &Shape4::new(head.cols as u32, c.row_start as u32, c.rows as u32, 0));
                 gpu.bind(&kernel, &[&shape, ids, x, &c.buffer, logits])
             })
             .collect();
@@ -453,10 +352,7 @@ pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, s
     for c in &m.chunks {
         let pairs = c.rows * m.cols / 2;
         let first = (c.row_start * m.cols) as u32;
-        let shape = gpu.uniform(
-            "synthetic",
-            &Shape4::new(seed, first, pairs as u32, scale.to_bits()),
-        );
+        let shape = gpu.uniform("synthetic", &Shape4::new(seed, first, pairs as u32, scale.to_bits()));
         let group = gpu.bind(&kernel, &[&shape, &c.buffer]);
         let (x, y) = grid_2d(div_up(pairs, 256));
         run(pass, &kernel, &group, (x, y, 1));

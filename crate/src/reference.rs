@@ -46,11 +46,7 @@ pub struct CpuKvCache {
 impl CpuKvCache {
     pub fn new(config: &Qwen2Config) -> Self {
         let n = config.num_hidden_layers;
-        Self {
-            k: vec![Vec::new(); n],
-            v: vec![Vec::new(); n],
-            len: 0,
-        }
+        Self { k: vec![Vec::new(); n], v: vec![Vec::new(); n], len: 0 }
     }
 }
 
@@ -77,10 +73,7 @@ pub enum Logits {
 impl CpuModel {
     /// Builds a model from f32 tensors keyed by HF name (see [`F32Tensors`]).
     pub fn from_tensors(config: Qwen2Config, mut t: HashMap<String, Vec<f32>>) -> Result<Self> {
-        let mut take = |name: String| {
-            t.remove(&name)
-                .ok_or_else(|| Error::MissingTensors(vec![name]))
-        };
+        let mut take = |name: String| t.remove(&name).ok_or_else(|| Error::MissingTensors(vec![name]));
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for l in 0..config.num_hidden_layers {
             let mut w = |n: &str| take(format!("model.layers.{l}.{n}"));
@@ -101,59 +94,35 @@ impl CpuModel {
         }
         let embed_tokens = take("model.embed_tokens.weight".into())?;
         let norm = take("model.norm.weight".into())?;
-        let lm_head = if config.tie_word_embeddings {
-            None
-        } else {
-            Some(take("lm_head.weight".into())?)
-        };
-        Ok(Self {
-            config,
-            embed_tokens,
-            layers,
-            norm,
-            lm_head,
-        })
+        let lm_head = if config.tie_word_embeddings { None } else { Some(take("lm_head.weight".into())?) };
+        Ok(Self { config, embed_tokens, layers, norm, lm_head })
     }
 
     /// Reads a model folder (config.json + safetensors, sharded or not) into f32.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load(dir: &std::path::Path) -> Result<Self> {
         let path = dir.join("config.json");
-        let bytes = std::fs::read(&path).map_err(|source| Error::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let bytes = std::fs::read(&path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
         let config = Qwen2Config::from_json(&bytes)?;
         let tensors = crate::weights::read_model_dir(dir, &config, F32Tensors::default())?;
         Self::from_tensors(config, tensors.0)
     }
 
     /// Runs `ids` after what `cache` already holds, appending their keys and values.
-    pub fn forward(
-        &self,
-        ids: &[u32],
-        cache: &mut CpuKvCache,
-        logits: Logits,
-    ) -> Result<CpuOutput> {
+    pub fn forward(&self, ids: &[u32], cache: &mut CpuKvCache, logits: Logits) -> Result<CpuOutput> {
         let c = &self.config;
         let (h, n) = (c.hidden_size, ids.len());
         if n == 0 {
             return Err(Error::Input("no tokens to run".into()));
         }
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= c.vocab_size) {
-            return Err(Error::Input(format!(
-                "token id {bad} is outside the vocabulary ({})",
-                c.vocab_size
-            )));
+            return Err(Error::Input(format!("token id {bad} is outside the vocabulary ({})", c.vocab_size)));
         }
         let norm_of_last = |x: &[f32]| l2(&x[(n - 1) * h..]);
 
         // embed_tokens: gather one row per token.
-        let mut x: Vec<f32> = ids
-            .iter()
-            .flat_map(|&id| &self.embed_tokens[id as usize * h..(id as usize + 1) * h])
-            .copied()
-            .collect();
+        let mut x: Vec<f32> =
+            ids.iter().flat_map(|&id| &self.embed_tokens[id as usize * h..(id as usize + 1) * h]).copied().collect();
         let mut hidden_norms = vec![norm_of_last(&x)];
 
         for (l, layer) in self.layers.iter().enumerate() {
@@ -174,10 +143,7 @@ impl CpuModel {
             let gate = linear(&normed, &layer.gate_proj_weight, None, h);
             let up = linear(&normed, &layer.up_proj_weight, None, h);
             let act: Vec<f32> = gate.iter().zip(&up).map(|(&g, &u)| silu(g) * u).collect();
-            add(
-                &mut x,
-                &linear(&act, &layer.down_proj_weight, None, c.intermediate_size),
-            );
+            add(&mut x, &linear(&act, &layer.down_proj_weight, None, c.intermediate_size));
             hidden_norms.push(norm_of_last(&x));
         }
         cache.len += n;
@@ -187,18 +153,9 @@ impl CpuModel {
         let last_hidden = x[(n - 1) * h..].to_vec();
         hidden_norms.push(l2(&last_hidden));
         let head = self.lm_head.as_deref().unwrap_or(&self.embed_tokens);
-        let rows = if logits == Logits::All {
-            &x[..]
-        } else {
-            &last_hidden[..]
-        };
+        let rows = if logits == Logits::All { &x[..] } else { &last_hidden[..] };
         let logits = linear(rows, head, None, h);
-        Ok(CpuOutput {
-            logits,
-            hidden_norms,
-            pre_norm,
-            last_hidden,
-        })
+        Ok(CpuOutput { logits, hidden_norms, pre_norm, last_hidden })
     }
 
     /// Greedy generation with the KV cache: feeds `prompt`, then each argmax, `steps` times.
@@ -234,12 +191,7 @@ pub fn linear(x: &[f32], w: &[f32], bias: Option<&[f32]>, k: usize) -> Vec<f32> 
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ac
-        .remainder()
-        .iter()
-        .zip(bc.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
+    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
     for (x, y) in ac.zip(bc) {
         for i in 0..8 {
             acc[i] += x[i] * y[i];
@@ -280,9 +232,7 @@ pub fn rope(x: &mut [f32], width: usize, head_dim: usize, start: usize, theta: f
 
 /// RoPE frequencies `1 / theta^(2i / D)` for i < D/2, in f32 as HF computes them.
 pub fn rope_inv_freq(head_dim: usize, theta: f64) -> Vec<f32> {
-    (0..head_dim / 2)
-        .map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / head_dim as f32))
-        .collect()
+    (0..head_dim / 2).map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / head_dim as f32)).collect()
 }
 
 /// Causal grouped-query attention of new queries `q: [n, heads * head_dim]` (positions
@@ -291,18 +241,12 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], c: &Qwen2Config, start: usize)
     let (d, width, kv_width) = (c.head_dim(), c.hidden_size, c.kv_dim());
     let scale = 1.0 / (d as f32).sqrt();
     let mut out = vec![0.0; q.len()];
-    for (t, (q_row, out_row)) in q
-        .chunks_exact(width)
-        .zip(out.chunks_exact_mut(width))
-        .enumerate()
-    {
+    for (t, (q_row, out_row)) in q.chunks_exact(width).zip(out.chunks_exact_mut(width)).enumerate() {
         let seen = start + t + 1; // causal: this token sees itself and everything before it
         for head in 0..c.num_attention_heads {
             let kv = (head / c.kv_groups()) * d;
             let qh = &q_row[head * d..(head + 1) * d];
-            let scores: Vec<f32> = (0..seen)
-                .map(|j| dot(qh, &k[j * kv_width + kv..][..d]) * scale)
-                .collect();
+            let scores: Vec<f32> = (0..seen).map(|j| dot(qh, &k[j * kv_width + kv..][..d]) * scale).collect();
             let probs = softmax(&scores);
             let oh = &mut out_row[head * d..(head + 1) * d];
             for (j, p) in probs.iter().enumerate() {

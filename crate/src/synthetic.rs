@@ -28,9 +28,7 @@ pub fn hash(mut x: u32) -> u32 {
 
 /// A tensor's seed: FNV-1a of its HF name, hashed once more.
 pub fn seed(name: &str) -> u32 {
-    let fnv = name.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
+    let fnv = name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
     hash(fnv)
 }
 
@@ -51,15 +49,7 @@ pub fn matrix_value(seed: u32, i: u32) -> f32 {
 pub fn vector(name: &str, len: usize) -> Vec<f32> {
     let s = seed(name);
     let is_norm = name.ends_with("layernorm.weight") || name == "model.norm.weight";
-    (0..len as u32)
-        .map(|i| {
-            if is_norm {
-                1.0 + unit(s, i) / 16.0
-            } else {
-                unit(s, i) * SCALE
-            }
-        })
-        .collect()
+    (0..len as u32).map(|i| if is_norm { 1.0 + unit(s, i) / 16.0 } else { unit(s, i) * SCALE }).collect()
 }
 
 /// Every tensor of a synthetic model in f32, for the CPU reference.
@@ -70,9 +60,7 @@ pub fn cpu_tensors(config: &Qwen2Config) -> HashMap<String, Vec<f32>> {
             let values = match shape[..] {
                 [rows, cols] => {
                     let s = seed(&name);
-                    (0..(rows * cols) as u32)
-                        .map(|i| matrix_value(s, i))
-                        .collect()
+                    (0..(rows * cols) as u32).map(|i| matrix_value(s, i)).collect()
                 }
                 _ => vector(&name, shape[0]),
             };
@@ -91,10 +79,7 @@ mod tests {
         let v: Vec<f32> = (0..100_000).map(|i| matrix_value(s, i)).collect();
         let mean = v.iter().sum::<f32>() / v.len() as f32;
         let std = (v.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / v.len() as f32).sqrt();
-        assert!(
-            mean.abs() < 1e-3 && (std - SCALE / 3f32.sqrt()).abs() < 1e-3,
-            "mean {mean} std {std}"
-        );
+        assert!(mean.abs() < 1e-3 && (std - SCALE / 3f32.sqrt()).abs() < 1e-3, "mean {mean} std {std}");
         assert_eq!(matrix_value(s, 7), matrix_value(s, 7));
         assert_ne!(seed("a"), seed("b"));
         let norm = vector("model.norm.weight", 1000);

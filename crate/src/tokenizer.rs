@@ -17,10 +17,7 @@ pub struct Message {
 
 impl Message {
     pub fn new(role: &str, content: &str) -> Self {
-        Self {
-            role: role.into(),
-            content: content.into(),
-        }
+        Self { role: role.into(), content: content.into() }
     }
 }
 
@@ -43,21 +40,17 @@ impl Tokenizer {
             .map_err(|e| Error::Tokenizer(format!("tokenizer.json could not be read: {e}")))?;
         let (mut chat_template, mut special) = (None, Vec::new());
         if let Some(bytes) = tokenizer_config_json {
-            let cfg: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
-                Error::Tokenizer(format!("tokenizer_config.json is not valid JSON: {e}"))
-            })?;
+            let cfg: serde_json::Value = serde_json::from_slice(bytes)
+                .map_err(|e| Error::Tokenizer(format!("tokenizer_config.json is not valid JSON: {e}")))?;
             chat_template = match &cfg["chat_template"] {
                 serde_json::Value::String(s) => Some(s.clone()),
                 serde_json::Value::Null => None,
                 // A list of named templates: take the one named "default".
-                serde_json::Value::Array(list) => list
-                    .iter()
-                    .find(|t| t["name"] == "default")
-                    .and_then(|t| t["template"].as_str().map(String::from)),
+                serde_json::Value::Array(list) => {
+                    list.iter().find(|t| t["name"] == "default").and_then(|t| t["template"].as_str().map(String::from))
+                }
                 _ => {
-                    return Err(Error::Tokenizer(
-                        "chat_template has an unexpected form".into(),
-                    ));
+                    return Err(Error::Tokenizer("chat_template has an unexpected form".into()));
                 }
             };
             for key in ["bos_token", "eos_token", "pad_token", "unk_token"] {
@@ -70,11 +63,7 @@ impl Tokenizer {
                 }
             }
         }
-        Ok(Self {
-            inner,
-            chat_template,
-            special,
-        })
+        Ok(Self { inner, chat_template, special })
     }
 
     /// Reads `tokenizer.json` and `tokenizer_config.json` from a model folder.
@@ -82,10 +71,7 @@ impl Tokenizer {
     pub fn load(dir: &std::path::Path) -> Result<Self> {
         let read = |name: &str| {
             let path = dir.join(name);
-            std::fs::read(&path).map_err(|source| Error::Io {
-                path: path.display().to_string(),
-                source,
-            })
+            std::fs::read(&path).map_err(|source| Error::Io { path: path.display().to_string(), source })
         };
         let config = read("tokenizer_config.json").ok();
         Self::from_bytes(&read("tokenizer.json")?, config.as_deref())
@@ -93,18 +79,13 @@ impl Tokenizer {
 
     /// Token ids of `text`, special tokens written in the text included, no BOS added.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let enc = self.inner.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
         Ok(enc.get_ids().to_vec())
     }
 
     /// Text of `ids`, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner
-            .decode(ids, false)
-            .map_err(|e| Error::Tokenizer(e.to_string()))
+        self.inner.decode(ids, false).map_err(|e| Error::Tokenizer(e.to_string()))
     }
 
     /// The id of a token given as its exact text (e.g. `<|im_end|>`).
@@ -114,10 +95,7 @@ impl Tokenizer {
 
     /// Whether `text` is exactly one added special token (such as `<|im_end|>`).
     pub fn is_special(&self, text: &str) -> bool {
-        self.inner
-            .get_added_tokens_decoder()
-            .values()
-            .any(|t| t.special && t.content == text)
+        self.inner.get_added_tokens_decoder().values().any(|t| t.special && t.content == text)
     }
 
     /// Number of ids the tokenizer knows, added tokens included.
@@ -139,15 +117,11 @@ impl Tokenizer {
             .as_deref()
             .ok_or_else(|| Error::Template("tokenizer_config.json has no chat_template".into()))?;
         if continue_final_message && add_generation_prompt {
-            return Err(Error::Template(
-                "continue_final_message and add_generation_prompt cannot both be set".into(),
-            ));
+            return Err(Error::Template("continue_final_message and add_generation_prompt cannot both be set".into()));
         }
         let mut messages = messages.to_vec();
         if continue_final_message {
-            let last = messages
-                .last_mut()
-                .ok_or_else(|| Error::Template("no message to continue".into()))?;
+            let last = messages.last_mut().ok_or_else(|| Error::Template("no message to continue".into()))?;
             last.content.push_str(CONTINUE_MARK);
         }
         let mut env = Environment::new();
@@ -156,34 +130,21 @@ impl Tokenizer {
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_filter("tojson", python_tojson);
-        env.add_function(
-            "raise_exception",
-            |msg: String| -> Result<Value, minijinja::Error> {
-                Err(minijinja::Error::new(ErrorKind::InvalidOperation, msg))
-            },
-        );
-        env.add_template("chat", template)
-            .map_err(|e| Error::Template(e.to_string()))?;
+        env.add_function("raise_exception", |msg: String| -> Result<Value, minijinja::Error> {
+            Err(minijinja::Error::new(ErrorKind::InvalidOperation, msg))
+        });
+        env.add_template("chat", template).map_err(|e| Error::Template(e.to_string()))?;
         let mut ctx = serde_json::Map::new();
-        ctx.insert(
-            "messages".into(),
-            serde_json::to_value(&messages).expect("plain strings"),
-        );
+        ctx.insert("messages".into(), serde_json::to_value(&messages).expect("plain strings"));
         ctx.insert("add_generation_prompt".into(), add_generation_prompt.into());
         for (key, text) in &self.special {
             ctx.insert((*key).into(), text.clone().into());
         }
-        let tmpl = env
-            .get_template("chat")
-            .map_err(|e| Error::Template(e.to_string()))?;
-        let mut text = tmpl
-            .render(Value::from_serialize(&ctx))
-            .map_err(|e| Error::Template(e.to_string()))?;
+        let tmpl = env.get_template("chat").map_err(|e| Error::Template(e.to_string()))?;
+        let mut text = tmpl.render(Value::from_serialize(&ctx)).map_err(|e| Error::Template(e.to_string()))?;
         if continue_final_message {
             let at = text.rfind(CONTINUE_MARK).ok_or_else(|| {
-                Error::Template(
-                    "the template dropped the final message, so it cannot be continued".into(),
-                )
+                Error::Template("the template dropped the final message, so it cannot be continued".into())
             })?;
             text.truncate(at);
         }
@@ -192,12 +153,7 @@ impl Tokenizer {
 
     /// The prompt of one judgment: an optional system message, the user message, and the
     /// assistant's reply opened with `response_prefix` (empty: a plain generation prompt).
-    pub fn chat_prompt(
-        &self,
-        system: Option<&str>,
-        user: &str,
-        response_prefix: &str,
-    ) -> Result<String> {
+    pub fn chat_prompt(&self, system: Option<&str>, user: &str, response_prefix: &str) -> Result<String> {
         let mut messages = Vec::new();
         if let Some(system) = system {
             messages.push(Message::new("system", system));
@@ -216,8 +172,8 @@ impl Tokenizer {
 fn python_tojson(value: Value, kwargs: Kwargs) -> Result<Value, minijinja::Error> {
     let indent: Option<usize> = kwargs.get("indent")?;
     kwargs.assert_all_used()?;
-    let json = serde_json::to_value(&value)
-        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    let json =
+        serde_json::to_value(&value).map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
     let mut out = String::new();
     write_python_json(&json, indent, 0, &mut out);
     Ok(Value::from_safe_string(out))

@@ -22,13 +22,8 @@ pub struct WebTokenizer(Tokenizer);
 #[wasm_bindgen]
 impl WebTokenizer {
     #[wasm_bindgen(constructor)]
-    pub fn new(
-        tokenizer_json: &[u8],
-        tokenizer_config_json: Option<Vec<u8>>,
-    ) -> Result<WebTokenizer, JsError> {
-        Tokenizer::from_bytes(tokenizer_json, tokenizer_config_json.as_deref())
-            .map(Self)
-            .map_err(js)
+    pub fn new(tokenizer_json: &[u8], tokenizer_config_json: Option<Vec<u8>>) -> Result<WebTokenizer, JsError> {
+        Tokenizer::from_bytes(tokenizer_json, tokenizer_config_json.as_deref()).map(Self).map_err(js)
     }
 
     /// Token ids of `text` (a `Uint32Array`), no BOS added.
@@ -42,14 +37,7 @@ impl WebTokenizer {
 
     /// The chat prompt of a judgment: system (optional), user, and the reply opened with `prefix`.
     #[wasm_bindgen(js_name = chatPrompt)]
-    pub fn chat_prompt(
-        &self,
-        system: Option<String>,
-        user: &str,
-        prefix: &str,
-    ) -> Result<String, JsError> {
-        self.0
-            .chat_prompt(system.as_deref(), user, prefix)
-            .map_err(js)
+    pub fn chat_prompt(&self, system: Option<String>, user: &str, prefix: &str) -> Result<String, JsError> {
+        self.0.chat_prompt(system.as_deref(), user, prefix).map_err(js)
     }
 }

@@ -35,24 +35,15 @@ impl Dtype {
             "BF16" => Ok(Dtype::BF16),
             "F16" => Ok(Dtype::F16),
             "F32" => Ok(Dtype::F32),
-            other => Err(Error::TensorDtype {
-                name: tensor.into(),
-                dtype: other.into(),
-            }),
+            other => Err(Error::TensorDtype { name: tensor.into(), dtype: other.into() }),
         }
     }
 
     /// Little-endian bytes of `values` in this dtype (16-bit types rounded to nearest even).
     pub fn from_f32(self, values: &[f32]) -> Vec<u8> {
         match self {
-            Dtype::BF16 => values
-                .iter()
-                .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
-                .collect(),
-            Dtype::F16 => values
-                .iter()
-                .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
-                .collect(),
+            Dtype::BF16 => values.iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect(),
+            Dtype::F16 => values.iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect(),
             Dtype::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
         }
     }
@@ -67,21 +58,9 @@ impl Dtype {
     /// Widens little-endian stored values to f32.
     pub fn to_f32(self, bytes: &[u8], out: &mut Vec<f32>) {
         match self {
-            Dtype::BF16 => out.extend(
-                bytes
-                    .chunks_exact(2)
-                    .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()),
-            ),
-            Dtype::F16 => out.extend(
-                bytes
-                    .chunks_exact(2)
-                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()),
-            ),
-            Dtype::F32 => out.extend(
-                bytes
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            ),
+            Dtype::BF16 => out.extend(bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())),
+            Dtype::F16 => out.extend(bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())),
+            Dtype::F32 => out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
         }
     }
 }
@@ -175,10 +154,9 @@ impl SafetensorsStream {
         let chunk_start = self.pos - self.data_start; // data offset of chunk[0]
         let chunk_end = chunk_start + chunk.len() as u64;
         if chunk_end > self.data_len {
-            return Err(self.err(format!(
-                "file is longer than its header says ({} data bytes expected)",
-                self.data_len
-            )));
+            return Err(
+                self.err(format!("file is longer than its header says ({} data bytes expected)", self.data_len))
+            );
         }
         while let Some(t) = self.tensors.get(self.next) {
             let (lo, hi) = (t.start.max(chunk_start), t.end.min(chunk_end));
@@ -225,9 +203,7 @@ impl SafetensorsStream {
         if n == 0 || n > MAX_HEADER || too_long {
             return Err(self.err(format!(
                 "header length {n} is impossible{} (not a safetensors file, or truncated)",
-                self.file_len
-                    .map(|l| format!(" for a file of {l} bytes"))
-                    .unwrap_or_default()
+                self.file_len.map(|l| format!(" for a file of {l} bytes")).unwrap_or_default()
             )));
         }
         Ok(n)
@@ -235,43 +211,30 @@ impl SafetensorsStream {
 
     fn parse_header(&mut self) -> Result<()> {
         let json = &self.head[8..];
-        let raw: BTreeMap<String, serde_json::Value> = serde_json::from_slice(json)
-            .map_err(|e| self.err(format!("header is not valid JSON: {e}")))?;
+        let raw: BTreeMap<String, serde_json::Value> =
+            serde_json::from_slice(json).map_err(|e| self.err(format!("header is not valid JSON: {e}")))?;
         let mut tensors = Vec::new();
         for (name, value) in raw {
             if name == "__metadata__" {
                 continue;
             }
-            let t: RawTensor = serde_json::from_value(value)
-                .map_err(|e| self.err(format!("header entry {name}: {e}")))?;
+            let t: RawTensor =
+                serde_json::from_value(value).map_err(|e| self.err(format!("header entry {name}: {e}")))?;
             let dtype = Dtype::parse(&t.dtype, &name)?;
             let [start, end] = t.data_offsets;
             let numel: usize = t.shape.iter().product();
             if end < start || end - start != (numel * dtype.size()) as u64 {
-                return Err(self.err(format!(
-                    "tensor {name}: offsets {start}..{end} do not hold {numel} values of {:?}",
-                    dtype
-                )));
+                return Err(self
+                    .err(format!("tensor {name}: offsets {start}..{end} do not hold {numel} values of {:?}", dtype)));
             }
-            tensors.push(TensorInfo {
-                name,
-                dtype,
-                shape: t.shape,
-                start,
-                end,
-            });
+            tensors.push(TensorInfo { name, dtype, shape: t.shape, start, end });
         }
         tensors.sort_by_key(|t| (t.start, t.end));
         for pair in tensors.windows(2) {
             if pair[1].start < pair[0].end {
                 return Err(self.err(format!(
                     "tensors {} and {} overlap ({}..{} and {}..{})",
-                    pair[0].name,
-                    pair[1].name,
-                    pair[0].start,
-                    pair[0].end,
-                    pair[1].start,
-                    pair[1].end
+                    pair[0].name, pair[1].name, pair[0].start, pair[0].end, pair[1].start, pair[1].end
                 )));
             }
         }
@@ -280,10 +243,7 @@ impl SafetensorsStream {
         if let Some(len) = self.file_len {
             let data = len - self.data_start;
             if data < self.data_len {
-                let t = tensors
-                    .iter()
-                    .find(|t| t.end > data)
-                    .expect("some tensor runs past");
+                let t = tensors.iter().find(|t| t.end > data).expect("some tensor runs past");
                 return Err(self.err(format!(
                     "truncated: tensor {} ends at data byte {}, but the file has only {data} data bytes",
                     t.name, t.end
@@ -297,10 +257,7 @@ impl SafetensorsStream {
     /// Checks that the whole file arrived.
     pub fn finish(&self) -> Result<()> {
         if self.data_start == 0 {
-            return Err(self.err(format!(
-                "truncated: the header is incomplete ({} bytes read)",
-                self.pos
-            )));
+            return Err(self.err(format!("truncated: the header is incomplete ({} bytes read)", self.pos)));
         }
         let read = self.pos - self.data_start;
         if read < self.data_len {
@@ -362,12 +319,7 @@ impl<S: TensorSink> CheckedSink<S> {
     pub fn new(config: &Qwen2Config, inner: S) -> Self {
         let mut expected: BTreeMap<_, _> = expected_tensors(config).into_iter().collect();
         expected.insert(HEAD.into(), vec![config.vocab_size, config.hidden_size]);
-        Self {
-            expected,
-            tied: config.tie_word_embeddings,
-            seen: BTreeMap::new(),
-            inner,
-        }
+        Self { expected, tied: config.tie_word_embeddings, seen: BTreeMap::new(), inner }
     }
 
     /// Call after the last file: reports every missing tensor by name.
@@ -387,11 +339,8 @@ impl<S: TensorSink> CheckedSink<S> {
 
 impl<S: TensorSink> TensorSink for CheckedSink<S> {
     fn header(&mut self, file: &str, tensors: &[TensorInfo]) -> Result<()> {
-        let extra: Vec<String> = tensors
-            .iter()
-            .filter(|t| !self.expected.contains_key(&t.name))
-            .map(|t| t.name.clone())
-            .collect();
+        let extra: Vec<String> =
+            tensors.iter().filter(|t| !self.expected.contains_key(&t.name)).map(|t| t.name.clone()).collect();
         if !extra.is_empty() {
             return Err(Error::ExtraTensors(extra));
         }
@@ -405,10 +354,7 @@ impl<S: TensorSink> TensorSink for CheckedSink<S> {
                 });
             }
             if let Some(first) = self.seen.insert(t.name.clone(), file.to_string()) {
-                return Err(Error::model_file(
-                    file,
-                    format!("tensor {} was already read from {first}", t.name),
-                ));
+                return Err(Error::model_file(file, format!("tensor {} was already read from {first}", t.name)));
             }
         }
         self.inner.header(file, tensors)
@@ -429,27 +375,20 @@ pub fn shard_names(index_json: Option<&[u8]>) -> Result<Vec<String>> {
     struct Index {
         weight_map: BTreeMap<String, String>,
     }
-    let index: Index = serde_json::from_slice(bytes)
-        .map_err(|e| Error::model_file("model.safetensors.index.json", e.to_string()))?;
+    let index: Index =
+        serde_json::from_slice(bytes).map_err(|e| Error::model_file("model.safetensors.index.json", e.to_string()))?;
     let mut files: Vec<String> = index.weight_map.into_values().collect();
     files.sort();
     files.dedup();
     if files.is_empty() {
-        return Err(Error::model_file(
-            "model.safetensors.index.json",
-            "weight_map is empty",
-        ));
+        return Err(Error::model_file("model.safetensors.index.json", "weight_map is empty"));
     }
     Ok(files)
 }
 
 /// Streams every shard of a model folder on disk into `sink`, checked against `config`.
 #[cfg(not(target_arch = "wasm32"))]
-pub fn read_model_dir<S: TensorSink>(
-    dir: &std::path::Path,
-    config: &Qwen2Config,
-    sink: S,
-) -> Result<S> {
+pub fn read_model_dir<S: TensorSink>(dir: &std::path::Path, config: &Qwen2Config, sink: S) -> Result<S> {
     use std::io::Read;
     let io = |path: &std::path::Path| {
         let path = path.display().to_string();

@@ -18,10 +18,7 @@ fn tiny_bytes() -> Vec<u8> {
 /// Splits a safetensors file into (header JSON, data).
 fn split(bytes: &[u8]) -> (serde_json::Value, Vec<u8>) {
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    (
-        serde_json::from_slice(&bytes[8..8 + n]).unwrap(),
-        bytes[8 + n..].to_vec(),
-    )
+    (serde_json::from_slice(&bytes[8..8 + n]).unwrap(), bytes[8 + n..].to_vec())
 }
 
 /// Drops tensors from a file, repacking the data so no hole is left.
@@ -51,11 +48,7 @@ fn join(header: &serde_json::Value, data: &[u8]) -> Vec<u8> {
 
 /// Writes a model folder with the tiny config and the given safetensors bytes, then loads it.
 fn load_with(bytes: &[u8], config: &str) -> String {
-    let dir = std::env::temp_dir().join(format!(
-        "onetoken-bad-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
+    let dir = std::env::temp_dir().join(format!("onetoken-bad-{}-{}", std::process::id(), rand_suffix()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("model.safetensors"), bytes).unwrap();
     std::fs::write(dir.join("config.json"), config).unwrap();
@@ -82,20 +75,11 @@ fn expect(err: &str, want: &str) {
 fn truncated_file() {
     let bytes = tiny_bytes();
     let err = load_with(&bytes[..bytes.len() - 100], &tiny_config_text());
-    expect(
-        &err,
-        "model.safetensors: truncated: tensor model.norm.weight ends at data byte",
-    );
+    expect(&err, "model.safetensors: truncated: tensor model.norm.weight ends at data byte");
     let err = load_with(&bytes[..5], &tiny_config_text());
-    expect(
-        &err,
-        "model.safetensors: truncated: the header is incomplete (5 bytes read)",
-    );
+    expect(&err, "model.safetensors: truncated: the header is incomplete (5 bytes read)");
     let err = load_with(&u64::MAX.to_le_bytes(), &tiny_config_text());
-    expect(
-        &err,
-        "model.safetensors: header length 18446744073709551615 is impossible",
-    );
+    expect(&err, "model.safetensors: header length 18446744073709551615 is impossible");
 }
 
 #[test]
@@ -108,10 +92,7 @@ fn truncated_stream_is_caught_at_finish() {
         stream.push(piece, &mut sink).unwrap();
     }
     let err = stream.finish().unwrap_err().to_string();
-    expect(
-        &err,
-        "truncated: tensor model.norm.weight ends at data byte",
-    );
+    expect(&err, "truncated: tensor model.norm.weight ends at data byte");
 }
 
 #[test]
@@ -149,18 +130,12 @@ fn overlapping_and_out_of_range_offsets() {
     let end = data.len() as u64 + 1000;
     header["model.norm.weight"]["data_offsets"] = serde_json::json!([end - len, end]);
     let err = load_with(&join(&header, &data), &tiny_config_text());
-    expect(
-        &err,
-        "truncated: tensor model.norm.weight ends at data byte",
-    );
+    expect(&err, "truncated: tensor model.norm.weight ends at data byte");
 
     let (mut header, data) = split(&tiny_bytes());
     header["model.norm.weight"]["data_offsets"] = serde_json::json!([0, 3]);
     let err = load_with(&join(&header, &data), &tiny_config_text());
-    expect(
-        &err,
-        "tensor model.norm.weight: offsets 0..3 do not hold 64 values",
-    );
+    expect(&err, "tensor model.norm.weight: offsets 0..3 do not hold 64 values");
 }
 
 #[test]
@@ -172,10 +147,7 @@ fn header_that_is_not_json() {
     expect(&err, "model.safetensors: header entry a:");
     let mut bytes = 9u64.to_le_bytes().to_vec();
     bytes.extend(b"not json!");
-    expect(
-        &load_with(&bytes, &tiny_config_text()),
-        "header is not valid JSON",
-    );
+    expect(&load_with(&bytes, &tiny_config_text()), "header is not valid JSON");
 }
 
 #[test]
@@ -183,50 +155,30 @@ fn wrong_dtype() {
     let (mut header, data) = split(&tiny_bytes());
     header["model.norm.weight"]["dtype"] = "I16".into();
     let err = load_with(&join(&header, &data), &tiny_config_text());
-    expect(
-        &err,
-        "tensor model.norm.weight: dtype I16 is not supported (use BF16, F16 or F32)",
-    );
+    expect(&err, "tensor model.norm.weight: dtype I16 is not supported (use BF16, F16 or F32)");
 }
 
 #[test]
 fn missing_extra_and_misshaped_tensors() {
-    let bytes = without(
-        &tiny_bytes(),
-        &["model.layers.1.mlp.up_proj.weight", "model.norm.weight"],
-    );
+    let bytes = without(&tiny_bytes(), &["model.layers.1.mlp.up_proj.weight", "model.norm.weight"]);
     let err = load_with(&bytes, &tiny_config_text());
-    expect(
-        &err,
-        "missing tensor(s) for this config: model.layers.1.mlp.up_proj.weight, model.norm.weight",
-    );
+    expect(&err, "missing tensor(s) for this config: model.layers.1.mlp.up_proj.weight, model.norm.weight");
 
     let (mut header, data) = split(&tiny_bytes());
-    let v = header
-        .as_object_mut()
-        .unwrap()
-        .remove("model.norm.weight")
-        .unwrap();
+    let v = header.as_object_mut().unwrap().remove("model.norm.weight").unwrap();
     header["model.layers.7.mystery.weight"] = v;
     let err = load_with(&join(&header, &data), &tiny_config_text());
-    expect(
-        &err,
-        "unexpected tensor(s) not used by a Qwen2 model: model.layers.7.mystery.weight",
-    );
+    expect(&err, "unexpected tensor(s) not used by a Qwen2 model: model.layers.7.mystery.weight");
 
     // The tiny checkpoint against a config with a wider MLP: every mismatch names both shapes.
-    let config =
-        tiny_config_text().replace("\"intermediate_size\": 128", "\"intermediate_size\": 256");
+    let config = tiny_config_text().replace("\"intermediate_size\": 128", "\"intermediate_size\": 256");
     let err = load_with(&tiny_bytes(), &config);
     expect(&err, "expected shape [64, 256], found [64, 128]");
 }
 
 #[test]
 fn untied_config_needs_lm_head() {
-    let config = tiny_config_text().replace(
-        "\"tie_word_embeddings\": true",
-        "\"tie_word_embeddings\": false",
-    );
+    let config = tiny_config_text().replace("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false");
     let err = load_with(&tiny_bytes(), &config);
     expect(&err, "missing tensor(s) for this config: lm_head.weight");
 }
@@ -251,31 +203,16 @@ fn sharded_checkpoint_reads_like_one_file() {
         let mut info = info.clone();
         info["data_offsets"] = serde_json::json!([start, start + b - a]);
         shards[s].insert(name.clone(), info);
-        weight_map.insert(
-            name.clone(),
-            format!("model-0000{}-of-00002.safetensors", s + 1).into(),
-        );
+        weight_map.insert(name.clone(), format!("model-0000{}-of-00002.safetensors", s + 1).into());
     }
     for s in 0..2 {
         let bytes = join(&serde_json::Value::Object(shards[s].clone()), &datas[s]);
-        std::fs::write(
-            dir.join(format!("model-0000{}-of-00002.safetensors", s + 1)),
-            bytes,
-        )
-        .unwrap();
+        std::fs::write(dir.join(format!("model-0000{}-of-00002.safetensors", s + 1)), bytes).unwrap();
     }
     let index = serde_json::json!({"metadata": {}, "weight_map": weight_map});
     std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
-    let sharded = read_model_dir(&dir, &tiny_config(), F32Tensors::default())
-        .unwrap()
-        .0;
-    let single = read_model_dir(
-        &fixture("tiny-qwen2"),
-        &tiny_config(),
-        F32Tensors::default(),
-    )
-    .unwrap()
-    .0;
+    let sharded = read_model_dir(&dir, &tiny_config(), F32Tensors::default()).unwrap().0;
+    let single = read_model_dir(&fixture("tiny-qwen2"), &tiny_config(), F32Tensors::default()).unwrap().0;
     assert_eq!(sharded, single);
     std::fs::remove_dir_all(&dir).unwrap();
 }

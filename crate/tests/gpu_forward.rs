@@ -10,34 +10,14 @@ use onetoken::model::{Head, Model, ModelOptions, Readout, Rows, Sequence};
 use onetoken::reference::{CpuKvCache, CpuModel, Logits, argmax};
 
 fn tiny_model(weight_chunk_bytes: Option<u64>) -> Model {
-    let gpu = Rc::new(
-        Gpu::new_blocking(GpuOptions {
-            weight_chunk_bytes,
-            ..Default::default()
-        })
-        .unwrap(),
-    );
+    let gpu = Rc::new(Gpu::new_blocking(GpuOptions { weight_chunk_bytes, ..Default::default() }).unwrap());
     let weights = load_dir(&gpu, &fixture("tiny-qwen2")).unwrap();
-    let options = ModelOptions {
-        max_tokens: 64,
-        kv_slots: 4,
-        kv_capacity: 64,
-        max_rows: 32,
-        max_choice_ids: 16,
-    };
+    let options = ModelOptions { max_tokens: 64, kv_slots: 4, kv_capacity: 64, max_rows: 32, max_choice_ids: 16 };
     Model::new(gpu, weights, options).unwrap()
 }
 
-const LOGITS_ALL: Readout = Readout {
-    rows: Rows::All,
-    head: Head::Logits,
-    hidden: true,
-};
-const LOGITS_LAST: Readout = Readout {
-    rows: Rows::Last,
-    head: Head::Logits,
-    hidden: false,
-};
+const LOGITS_ALL: Readout = Readout { rows: Rows::All, head: Head::Logits, hidden: true };
+const LOGITS_LAST: Readout = Readout { rows: Rows::Last, head: Head::Logits, hidden: false };
 
 fn block<T>(f: impl std::future::Future<Output = T>) -> T {
     pollster::block_on(f)
@@ -48,35 +28,16 @@ fn logits_at_every_position_match_hf() {
     let r = tiny_ref();
     let mut model = tiny_model(None);
     let input = ids(&r["input_ids"]);
-    let out = block(model.prefill(
-        &[Sequence {
-            slot: 0,
-            tokens: &input,
-        }],
-        LOGITS_ALL,
-    ))
-    .unwrap();
+    let out = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
     assert_eq!(out.rows.len(), 16);
     for (pos, want) in r["logits"].as_array().unwrap().iter().enumerate() {
         let row = &out.rows[pos];
-        assert_close(
-            &row.logits,
-            &floats(want),
-            1e-3,
-            0.0,
-            &format!("GPU logits at position {pos}"),
-        );
-        assert_eq!(
-            row.argmax.unwrap().0,
-            ids(&r["argmax"])[pos],
-            "argmax at position {pos}"
-        );
+        assert_close(&row.logits, &floats(want), 1e-3, 0.0, &format!("GPU logits at position {pos}"));
+        assert_eq!(row.argmax.unwrap().0, ids(&r["argmax"])[pos], "argmax at position {pos}");
     }
     let last = &out.rows[15].hidden;
     let norm = last.iter().map(|v| v * v).sum::<f32>().sqrt();
-    let want = r["final_hidden_norm_after_model_norm_last"]
-        .as_f64()
-        .unwrap() as f32;
+    let want = r["final_hidden_norm_after_model_norm_last"].as_f64().unwrap() as f32;
     assert_close(&[norm], &[want], 1e-3, 1e-4, "final hidden norm");
 }
 
@@ -85,26 +46,13 @@ fn greedy_decode_with_the_kv_cache_matches_hf() {
     let r = tiny_ref();
     let mut model = tiny_model(None);
     let input = ids(&r["input_ids"]);
-    let mut next = block(model.prefill(
-        &[Sequence {
-            slot: 0,
-            tokens: &input,
-        }],
-        Readout::ARGMAX,
-    ))
-    .unwrap()
-    .rows[0]
+    let mut next = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], Readout::ARGMAX)).unwrap().rows[0]
         .argmax
         .unwrap()
         .0;
     let mut tokens = vec![next];
     for _ in 1..8 {
-        next = block(model.decode(&[(0, next)], Readout::ARGMAX))
-            .unwrap()
-            .rows[0]
-            .argmax
-            .unwrap()
-            .0;
+        next = block(model.decode(&[(0, next)], Readout::ARGMAX)).unwrap().rows[0].argmax.unwrap().0;
         tokens.push(next);
     }
     assert_eq!(tokens, ids(&r["greedy8_kv_cache"]));
@@ -116,37 +64,13 @@ fn decode_with_the_cache_equals_a_fresh_prefill_of_the_longer_sequence() {
     let r = tiny_ref();
     let input = ids(&r["input_ids"]);
     let mut model = tiny_model(None);
-    block(model.prefill(
-        &[Sequence {
-            slot: 1,
-            tokens: &input[..12],
-        }],
-        Readout::ARGMAX,
-    ))
-    .unwrap();
+    block(model.prefill(&[Sequence { slot: 1, tokens: &input[..12] }], Readout::ARGMAX)).unwrap();
     let mut last = Vec::new();
     for &t in &input[12..] {
-        last = block(model.decode(&[(1, t)], LOGITS_LAST))
-            .unwrap()
-            .rows
-            .remove(0)
-            .logits;
+        last = block(model.decode(&[(1, t)], LOGITS_LAST)).unwrap().rows.remove(0).logits;
     }
-    let fresh = block(model.prefill(
-        &[Sequence {
-            slot: 2,
-            tokens: &input,
-        }],
-        LOGITS_LAST,
-    ))
-    .unwrap();
-    assert_close(
-        &last,
-        &fresh.rows[0].logits,
-        1e-4,
-        1e-4,
-        "decoded vs fresh prefill",
-    );
+    let fresh = block(model.prefill(&[Sequence { slot: 2, tokens: &input }], LOGITS_LAST)).unwrap();
+    assert_close(&last, &fresh.rows[0].logits, 1e-4, 1e-4, "decoded vs fresh prefill");
 }
 
 #[test]
@@ -155,11 +79,7 @@ fn a_ragged_batch_equals_each_sequence_alone() {
     let input = ids(&r["input_ids"]);
     let seqs: [&[u32]; 3] = [&input[..5], &input, &input[3..12]];
     let mut model = tiny_model(None);
-    let batch: Vec<Sequence> = seqs
-        .iter()
-        .enumerate()
-        .map(|(slot, t)| Sequence { slot, tokens: t })
-        .collect();
+    let batch: Vec<Sequence> = seqs.iter().enumerate().map(|(slot, t)| Sequence { slot, tokens: t }).collect();
     let together = block(model.prefill(&batch, LOGITS_LAST)).unwrap();
     // A decode step for all three at once, too (the matvec path with B = 3).
     let steps = [(0, 7), (1, 9), (2, 11)];
@@ -167,21 +87,9 @@ fn a_ragged_batch_equals_each_sequence_alone() {
     for (i, tokens) in seqs.iter().enumerate() {
         let mut alone = tiny_model(None);
         let one = block(alone.prefill(&[Sequence { slot: 0, tokens }], LOGITS_LAST)).unwrap();
-        assert_close(
-            &together.rows[i].logits,
-            &one.rows[0].logits,
-            1e-4,
-            1e-4,
-            &format!("batch row {i}"),
-        );
+        assert_close(&together.rows[i].logits, &one.rows[0].logits, 1e-4, 1e-4, &format!("batch row {i}"));
         let next = block(alone.decode(&[(0, steps[i].1)], LOGITS_LAST)).unwrap();
-        assert_close(
-            &together_next.rows[i].logits,
-            &next.rows[0].logits,
-            1e-4,
-            1e-4,
-            &format!("decode row {i}"),
-        );
+        assert_close(&together_next.rows[i].logits, &next.rows[0].logits, 1e-4, 1e-4, &format!("decode row {i}"));
     }
 }
 
@@ -194,30 +102,10 @@ fn split_tensors_give_the_same_logits() {
     let mut split = tiny_model(Some(2048));
     assert_eq!(split.weights.embed_tokens.chunks.len(), 32);
     let mut whole = tiny_model(None);
-    let a = block(split.prefill(
-        &[Sequence {
-            slot: 0,
-            tokens: &input,
-        }],
-        LOGITS_ALL,
-    ))
-    .unwrap();
-    let b = block(whole.prefill(
-        &[Sequence {
-            slot: 0,
-            tokens: &input,
-        }],
-        LOGITS_ALL,
-    ))
-    .unwrap();
+    let a = block(split.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
+    let b = block(whole.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
     for (i, (x, y)) in a.rows.iter().zip(&b.rows).enumerate() {
-        assert_close(
-            &x.logits,
-            &y.logits,
-            1e-5,
-            1e-5,
-            &format!("split vs whole, position {i}"),
-        );
+        assert_close(&x.logits, &y.logits, 1e-5, 1e-5, &format!("split vs whole, position {i}"));
     }
 }
 
@@ -227,94 +115,24 @@ fn choice_head_equals_the_full_head_at_those_ids() {
     let input = ids(&r["input_ids"]);
     let choices = [148u32, 53, 0, 511, 107];
     let mut model = tiny_model(Some(4096));
-    let full = block(model.prefill(
-        &[Sequence {
-            slot: 0,
-            tokens: &input,
-        }],
-        LOGITS_LAST,
-    ))
-    .unwrap();
-    let readout = Readout {
-        rows: Rows::Last,
-        head: Head::Choices(&choices),
-        hidden: false,
-    };
-    let picked = block(model.prefill(
-        &[Sequence {
-            slot: 1,
-            tokens: &input,
-        }],
-        readout,
-    ))
-    .unwrap();
-    let want: Vec<f32> = choices
-        .iter()
-        .map(|&c| full.rows[0].logits[c as usize])
-        .collect();
+    let full = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_LAST)).unwrap();
+    let readout = Readout { rows: Rows::Last, head: Head::Choices(&choices), hidden: false };
+    let picked = block(model.prefill(&[Sequence { slot: 1, tokens: &input }], readout)).unwrap();
+    let want: Vec<f32> = choices.iter().map(|&c| full.rows[0].logits[c as usize]).collect();
     assert_close(&picked.rows[0].logits, &want, 1e-5, 1e-5, "choice head");
 }
 
 #[test]
 fn bad_batches_are_refused_before_any_work() {
     let mut model = tiny_model(None);
-    let err = |model: &mut Model, batch: &[Sequence]| {
-        block(model.prefill(batch, Readout::ARGMAX))
-            .err()
-            .unwrap()
-            .to_string()
-    };
+    let err =
+        |model: &mut Model, batch: &[Sequence]| block(model.prefill(batch, Readout::ARGMAX)).err().unwrap().to_string();
     let long = vec![1u32; 65];
-    assert!(
-        err(
-            &mut model,
-            &[Sequence {
-                slot: 0,
-                tokens: &long
-            }]
-        )
-        .contains("does not fit")
-    );
-    assert!(
-        err(
-            &mut model,
-            &[Sequence {
-                slot: 9,
-                tokens: &[1]
-            }]
-        )
-        .contains("KV slot 9 does not exist")
-    );
-    assert!(
-        err(
-            &mut model,
-            &[Sequence {
-                slot: 0,
-                tokens: &[]
-            }]
-        )
-        .contains("has no tokens")
-    );
-    assert!(
-        err(
-            &mut model,
-            &[Sequence {
-                slot: 0,
-                tokens: &[600]
-            }]
-        )
-        .contains("outside the vocabulary")
-    );
-    let twice = [
-        Sequence {
-            slot: 1,
-            tokens: &[1],
-        },
-        Sequence {
-            slot: 1,
-            tokens: &[2],
-        },
-    ];
+    assert!(err(&mut model, &[Sequence { slot: 0, tokens: &long }]).contains("does not fit"));
+    assert!(err(&mut model, &[Sequence { slot: 9, tokens: &[1] }]).contains("KV slot 9 does not exist"));
+    assert!(err(&mut model, &[Sequence { slot: 0, tokens: &[] }]).contains("has no tokens"));
+    assert!(err(&mut model, &[Sequence { slot: 0, tokens: &[600] }]).contains("outside the vocabulary"));
+    let twice = [Sequence { slot: 1, tokens: &[1] }, Sequence { slot: 1, tokens: &[2] }];
     assert!(err(&mut model, &twice).contains("appears twice"));
     assert!(err(&mut model, &[]).contains("empty batch"));
     // Nothing above reached the cache.
@@ -326,38 +144,11 @@ fn shared_prefix_copy_then_continue_equals_a_full_prefill() {
     let r = tiny_ref();
     let input = ids(&r["input_ids"]);
     let mut model = tiny_model(None);
-    block(model.prefill(
-        &[Sequence {
-            slot: 0,
-            tokens: &input[..10],
-        }],
-        Readout::ARGMAX,
-    ))
-    .unwrap();
+    block(model.prefill(&[Sequence { slot: 0, tokens: &input[..10] }], Readout::ARGMAX)).unwrap();
     model.kv.copy_prefix(&model.gpu, 0, 3, 10).unwrap();
-    let cont = block(model.prefill(
-        &[Sequence {
-            slot: 3,
-            tokens: &input[10..],
-        }],
-        LOGITS_LAST,
-    ))
-    .unwrap();
-    let full = block(model.prefill(
-        &[Sequence {
-            slot: 1,
-            tokens: &input,
-        }],
-        LOGITS_LAST,
-    ))
-    .unwrap();
-    assert_close(
-        &cont.rows[0].logits,
-        &full.rows[0].logits,
-        1e-4,
-        1e-4,
-        "shared prefix",
-    );
+    let cont = block(model.prefill(&[Sequence { slot: 3, tokens: &input[10..] }], LOGITS_LAST)).unwrap();
+    let full = block(model.prefill(&[Sequence { slot: 1, tokens: &input }], LOGITS_LAST)).unwrap();
+    assert_close(&cont.rows[0].logits, &full.rows[0].logits, 1e-4, 1e-4, "shared prefix");
 }
 
 /// The real Qwen2.5-0.5B shapes with synthetic weights: GPU top-5 equal to the CPU reference.
@@ -367,29 +158,13 @@ fn synthetic_qwen2_5_0_5b_top5_matches_the_cpu_reference() {
     let prompt = [9707u32, 11, 1879, 0, 785, 3974, 13876, 38835];
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
     let weights = GpuWeights::synthetic(&gpu, &config).unwrap();
-    let options = ModelOptions {
-        max_tokens: 16,
-        kv_slots: 1,
-        kv_capacity: 16,
-        max_rows: 1,
-        max_choice_ids: 8,
-    };
+    let options = ModelOptions { max_tokens: 16, kv_slots: 1, kv_capacity: 16, max_rows: 1, max_choice_ids: 8 };
     let mut model = Model::new(gpu, weights, options).unwrap();
-    let gpu_out = block(model.prefill(
-        &[Sequence {
-            slot: 0,
-            tokens: &prompt,
-        }],
-        LOGITS_LAST,
-    ))
-    .unwrap();
+    let gpu_out = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
     drop(model);
 
-    let cpu =
-        CpuModel::from_tensors(config.clone(), onetoken::synthetic::cpu_tensors(&config)).unwrap();
-    let cpu_out = cpu
-        .forward(&prompt, &mut CpuKvCache::new(&config), Logits::Last)
-        .unwrap();
+    let cpu = CpuModel::from_tensors(config.clone(), onetoken::synthetic::cpu_tensors(&config)).unwrap();
+    let cpu_out = cpu.forward(&prompt, &mut CpuKvCache::new(&config), Logits::Last).unwrap();
     let top5 = |l: &[f32]| {
         let mut order: Vec<usize> = (0..l.len()).collect();
         order.sort_by(|&a, &b| l[b].total_cmp(&l[a]));

@@ -15,11 +15,7 @@ fn gpu() -> Gpu {
 }
 
 fn small_binding_gpu(bytes: u64) -> Gpu {
-    Gpu::new_blocking(GpuOptions {
-        weight_chunk_bytes: Some(bytes),
-        ..Default::default()
-    })
-    .unwrap()
+    Gpu::new_blocking(GpuOptions { weight_chunk_bytes: Some(bytes), ..Default::default() }).unwrap()
 }
 
 fn run(gpu: &Gpu, encode: impl FnOnce(&mut wgpu::ComputePass)) {
@@ -76,14 +72,9 @@ fn linear_matches_reference_at_odd_and_real_sizes() {
                     want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
                 }
                 let wm = PackedMatrix::from_f32(&gpu, "w", n, k, dtype, &w).unwrap();
-                let (xb, bb, yb) = (
-                    gpu.storage_from("x", &x),
-                    gpu.storage_from("b", &b),
-                    gpu.storage_from("y", &y0),
-                );
+                let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(&gpu, m);
-                let op =
-                    ops::Linear::new(&gpu, &t, &xb, &wm, bias.then_some(&bb), &yb, n, accumulate);
+                let op = ops::Linear::new(&gpu, &t, &xb, &wm, bias.then_some(&bb), &yb, n, accumulate);
                 run(&gpu, |p| op.encode(p, m as u32));
                 let what = format!("linear M={m} K={k} N={n} {dtype:?} bias={bias}");
                 assert_close(&read(&gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
@@ -108,23 +99,13 @@ fn linear_over_split_weights_equals_unsplit() {
         let t = tokens(&gpu, rows);
         let op = ops::Linear::new(&gpu, &t, &xb, &wm, None, &yb, n, false);
         run(&gpu, |p| op.encode(p, rows as u32));
-        assert_close(
-            &read(&gpu, &yb, rows * n),
-            &want[..rows * n],
-            1e-4,
-            1e-4,
-            "split linear",
-        );
+        assert_close(&read(&gpu, &yb, rows * n), &want[..rows * n], 1e-4, 1e-4, "split linear");
     }
 }
 
 #[test]
 fn embedding_gathers_rows_across_chunks() {
-    for (vocab, h, limit) in [
-        (1000, 896, None),
-        (517, 70, Some(1024u64)),
-        (151_936, 64, None),
-    ] {
+    for (vocab, h, limit) in [(1000, 896, None), (517, 70, Some(1024u64)), (151_936, 64, None)] {
         let gpu = match limit {
             Some(l) => small_binding_gpu(l),
             None => gpu(),
@@ -135,23 +116,11 @@ fn embedding_gathers_rows_across_chunks() {
             assert!(tm.chunks.len() > 10, "{} chunks", tm.chunks.len());
         }
         let ids: Vec<u32> = vec![0, (vocab - 1) as u32, 7, 7, (vocab / 2) as u32];
-        let (idb, out) = (
-            u32s(&gpu, "ids", &ids),
-            gpu.storage("out", (ids.len() * h * 4) as u64),
-        );
+        let (idb, out) = (u32s(&gpu, "ids", &ids), gpu.storage("out", (ids.len() * h * 4) as u64));
         let op = ops::Embedding::new(&gpu, &idb, &tm, &out);
         run(&gpu, |p| op.encode(p, ids.len() as u32));
-        let want: Vec<f32> = ids
-            .iter()
-            .flat_map(|&i| table[i as usize * h..][..h].to_vec())
-            .collect();
-        assert_close(
-            &read(&gpu, &out, ids.len() * h),
-            &want,
-            0.0,
-            0.0,
-            &format!("embedding {vocab}x{h}"),
-        );
+        let want: Vec<f32> = ids.iter().flat_map(|&i| table[i as usize * h..][..h].to_vec()).collect();
+        assert_close(&read(&gpu, &out, ids.len() * h), &want, 0.0, 0.0, &format!("embedding {vocab}x{h}"));
     }
 }
 
@@ -162,20 +131,11 @@ fn rms_norm_matches_reference() {
         let x = seeded(7, rows * h, 3.0);
         let w = seeded(8, h, 1.0);
         let want = reference::rms_norm(&x, &w, 1e-6);
-        let (xb, wb, out) = (
-            gpu.storage_from("x", &x),
-            gpu.storage_from("w", &w),
-            gpu.storage("o", (rows * h * 4) as u64),
-        );
+        let (xb, wb, out) =
+            (gpu.storage_from("x", &x), gpu.storage_from("w", &w), gpu.storage("o", (rows * h * 4) as u64));
         let op = ops::RmsNorm::new(&gpu, &xb, &wb, &out, h, 1e-6);
         run(&gpu, |p| op.encode(p, rows as u32));
-        assert_close(
-            &read(&gpu, &out, rows * h),
-            &want,
-            1e-5,
-            1e-5,
-            &format!("rms_norm {rows}x{h}"),
-        );
+        assert_close(&read(&gpu, &out, rows * h), &want, 1e-5, 1e-5, &format!("rms_norm {rows}x{h}"));
     }
 }
 
@@ -202,13 +162,7 @@ fn rope_matches_reference_at_any_position() {
         let freq = gpu.storage_from("inv_freq", &reference::rope_inv_freq(d, 1e6));
         let op = ops::Rope::new(&gpu, &mb, &freq, &xb, heads, d);
         run(&gpu, |p| op.encode(p, positions.len() as u32));
-        assert_close(
-            &read(&gpu, &xb, x.len()),
-            &want,
-            1e-5,
-            1e-5,
-            &format!("rope {heads}x{d}"),
-        );
+        assert_close(&read(&gpu, &xb, x.len()), &want, 1e-5, 1e-5, &format!("rope {heads}x{d}"));
     }
 }
 
@@ -230,13 +184,7 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
         let rows = b_base + 2;
         let k_cache = seeded(11, rows * kv_dim, 1.0);
         let v_cache = seeded(12, rows * kv_dim, 1.0);
-        let new = [
-            (0u32, 300u32),
-            (0, 301),
-            (0, 302),
-            (b_base as u32, 0),
-            (b_base as u32, 1),
-        ];
+        let new = [(0u32, 300u32), (0, 301), (0, 302), (b_base as u32, 0), (b_base as u32, 1)];
         let m = new.len();
         let q = seeded(13, m * heads * d, 1.0);
         let k_new = seeded(14, m * kv_dim, 1.0);
@@ -250,33 +198,14 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
             vc[row * kv_dim..][..kv_dim].copy_from_slice(&v_new[t * kv_dim..][..kv_dim]);
         }
         let w = heads * d;
-        let mut want = reference::attention(
-            &q[..3 * w],
-            &kc[..a_len * kv_dim],
-            &vc[..a_len * kv_dim],
-            &config,
-            300,
-        );
+        let mut want = reference::attention(&q[..3 * w], &kc[..a_len * kv_dim], &vc[..a_len * kv_dim], &config, 300);
         let b_rows = &kc[b_base * kv_dim..(b_base + 2) * kv_dim];
         let b_vals = &vc[b_base * kv_dim..(b_base + 2) * kv_dim];
-        want.extend(reference::attention(
-            &q[3 * w..],
-            b_rows,
-            b_vals,
-            &config,
-            0,
-        ));
+        want.extend(reference::attention(&q[3 * w..], b_rows, b_vals, &config, 0));
 
         let mb = u32s(&gpu, "meta", &meta(&new));
-        let (qb, kb, vb) = (
-            gpu.storage_from("q", &q),
-            gpu.storage_from("k", &k_new),
-            gpu.storage_from("v", &v_new),
-        );
-        let (kcb, vcb) = (
-            gpu.storage_from("kc", &k_cache),
-            gpu.storage_from("vc", &v_cache),
-        );
+        let (qb, kb, vb) = (gpu.storage_from("q", &q), gpu.storage_from("k", &k_new), gpu.storage_from("v", &v_new));
+        let (kcb, vcb) = (gpu.storage_from("kc", &k_cache), gpu.storage_from("vc", &v_cache));
         let out = gpu.storage("out", (m * w * 4) as u64);
         let write = ops::KvWrite::new(&gpu, &mb, &kb, &vb, &kcb, &vcb, kv_dim);
         let attn = ops::Attention::new(&gpu, &mb, &qb, &kcb, &vcb, &out, heads, kv_heads, d);
@@ -284,27 +213,9 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
             write.encode(p, m as u32);
             attn.encode(p, m as u32);
         });
-        assert_close(
-            &read(&gpu, &kcb, rows * kv_dim),
-            &kc,
-            0.0,
-            0.0,
-            "kv_write keys",
-        );
-        assert_close(
-            &read(&gpu, &vcb, rows * kv_dim),
-            &vc,
-            0.0,
-            0.0,
-            "kv_write values",
-        );
-        assert_close(
-            &read(&gpu, &out, m * w),
-            &want,
-            1e-5,
-            1e-4,
-            &format!("attention {heads}:{kv_heads}x{d}"),
-        );
+        assert_close(&read(&gpu, &kcb, rows * kv_dim), &kc, 0.0, 0.0, "kv_write keys");
+        assert_close(&read(&gpu, &vcb, rows * kv_dim), &vc, 0.0, 0.0, "kv_write values");
+        assert_close(&read(&gpu, &out, m * w), &want, 1e-5, 1e-4, &format!("attention {heads}:{kv_heads}x{d}"));
     }
 }
 
@@ -314,37 +225,20 @@ fn silu_mul_gather_and_argmax_match_reference() {
     for (m, cols) in [(1, 7), (3, 4864), (2, 8960)] {
         let gate = seeded(20, m * cols, 6.0);
         let up = seeded(21, m * cols, 2.0);
-        let want: Vec<f32> = gate
-            .iter()
-            .zip(&up)
-            .map(|(g, u)| reference::silu(*g) * u)
-            .collect();
+        let want: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| reference::silu(*g) * u).collect();
         let (gb, ub) = (gpu.storage_from("g", &gate), gpu.storage_from("u", &up));
         let op = ops::SiluMul::new(&gpu, &gb, &ub, cols);
         run(&gpu, |p| op.encode(p, m as u32));
-        assert_close(
-            &read(&gpu, &gb, m * cols),
-            &want,
-            1e-6,
-            1e-5,
-            &format!("silu_mul {m}x{cols}"),
-        );
+        assert_close(&read(&gpu, &gb, m * cols), &want, 1e-6, 1e-5, &format!("silu_mul {m}x{cols}"));
     }
 
     let (m, h) = (9, 70);
     let x = seeded(22, m * h, 1.0);
     let which = [8u32, 0, 3];
-    let (wb, xb, out) = (
-        u32s(&gpu, "which", &which),
-        gpu.storage_from("x", &x),
-        gpu.storage("o", (3 * h * 4) as u64),
-    );
+    let (wb, xb, out) = (u32s(&gpu, "which", &which), gpu.storage_from("x", &x), gpu.storage("o", (3 * h * 4) as u64));
     let op = ops::GatherRows::new(&gpu, &wb, &xb, &out, h);
     run(&gpu, |p| op.encode(p, 3));
-    let want: Vec<f32> = which
-        .iter()
-        .flat_map(|&r| x[r as usize * h..][..h].to_vec())
-        .collect();
+    let want: Vec<f32> = which.iter().flat_map(|&r| x[r as usize * h..][..h].to_vec()).collect();
     assert_close(&read(&gpu, &out, 3 * h), &want, 0.0, 0.0, "gather_rows");
 
     for vocab in [5usize, 1000, 151_936] {
@@ -355,8 +249,7 @@ fn silu_mul_gather_and_argmax_match_reference() {
         let (lb, best) = (gpu.storage_from("l", &logits), gpu.storage("best", 3 * 8));
         let op = ops::Argmax::new(&gpu, &lb, &best, vocab);
         run(&gpu, |p| op.encode(p, 3));
-        let got: Vec<u32> =
-            bytemuck::pod_collect_to_vec(&pollster::block_on(gpu.download(&best, 24)).unwrap());
+        let got: Vec<u32> = bytemuck::pod_collect_to_vec(&pollster::block_on(gpu.download(&best, 24)).unwrap());
         for r in 0..3 {
             let row = &logits[r * vocab..(r + 1) * vocab];
             let id = reference::argmax(row);
@@ -382,26 +275,12 @@ fn lm_head_rows_compute_only_the_chosen_logits() {
         let x = seeded(31, rows * h, 1.0);
         let ids = [1000u32, 0, 517, 3, 999];
         let all = reference::linear(&x, &head, None, h);
-        let want: Vec<f32> = (0..rows)
-            .flat_map(|r| {
-                ids.iter()
-                    .map(|&i| all[r * vocab + i as usize])
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        let (ib, xb, out) = (
-            u32s(&gpu, "ids", &ids),
-            gpu.storage_from("x", &x),
-            gpu.storage("o", (rows * 5 * 4) as u64),
-        );
+        let want: Vec<f32> =
+            (0..rows).flat_map(|r| ids.iter().map(|&i| all[r * vocab + i as usize]).collect::<Vec<_>>()).collect();
+        let (ib, xb, out) =
+            (u32s(&gpu, "ids", &ids), gpu.storage_from("x", &x), gpu.storage("o", (rows * 5 * 4) as u64));
         let op = ops::LmHeadRows::new(&gpu, &ib, &xb, &hm, &out);
         run(&gpu, |p| op.encode(p, ids.len() as u32, rows as u32));
-        assert_close(
-            &read(&gpu, &out, rows * 5),
-            &want,
-            1e-4,
-            1e-4,
-            &format!("lm_head_rows, limit {limit:?}"),
-        );
+        assert_close(&read(&gpu, &out, rows * 5), &want, 1e-4, 1e-4, &format!("lm_head_rows, limit {limit:?}"));
     }
 }

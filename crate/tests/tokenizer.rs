@@ -21,16 +21,8 @@ fn ids_equal_the_python_tokenizers_package() {
         let tok = Tokenizer::load(&fixture(name)).unwrap();
         for case in cases["encode"][name].as_array().unwrap() {
             let text = case["text"].as_str().unwrap();
-            assert_eq!(
-                tok.encode(text).unwrap(),
-                ids(&case["ids"]),
-                "{name}: {text:?}"
-            );
-            assert_eq!(
-                tok.decode(&ids(&case["ids"])).unwrap(),
-                nfc(text),
-                "{name}: decode {text:?}"
-            );
+            assert_eq!(tok.encode(text).unwrap(), ids(&case["ids"]), "{name}: {text:?}");
+            assert_eq!(tok.decode(&ids(&case["ids"])).unwrap(), nfc(text), "{name}: decode {text:?}");
         }
     }
 }
@@ -53,18 +45,8 @@ fn chat_template_renders_byte_for_byte_as_hf() {
                     case["continue_final_message"].as_bool().unwrap(),
                 )
                 .unwrap();
-            assert_eq!(
-                got,
-                case["text"].as_str().unwrap(),
-                "{name}: {}",
-                case["name"]
-            );
-            assert_eq!(
-                tok.encode(&got).unwrap(),
-                ids(&case["ids"]),
-                "{name}: ids of {}",
-                case["name"]
-            );
+            assert_eq!(got, case["text"].as_str().unwrap(), "{name}: {}", case["name"]);
+            assert_eq!(tok.encode(&got).unwrap(), ids(&case["ids"]), "{name}: ids of {}", case["name"]);
         }
     }
 }
@@ -72,25 +54,15 @@ fn chat_template_renders_byte_for_byte_as_hf() {
 #[test]
 fn judgment_prompt_opens_the_reply_with_the_prefix() {
     let tok = Tokenizer::load(&fixture("qwen2.5-0.5b")).unwrap();
-    let plain = tok
-        .chat_prompt(Some("You are a helpful assistant."), "Hello", "")
-        .unwrap();
+    let plain = tok.chat_prompt(Some("You are a helpful assistant."), "Hello", "").unwrap();
     assert_eq!(
         plain,
         "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
     );
-    let judged = tok
-        .chat_prompt(
-            Some("You are a helpful assistant."),
-            "Hello",
-            "{\"choice\": \"",
-        )
-        .unwrap();
+    let judged = tok.chat_prompt(Some("You are a helpful assistant."), "Hello", "{\"choice\": \"").unwrap();
     assert_eq!(judged, format!("{plain}{{\"choice\": \""));
     let default_system = tok.chat_prompt(None, "Hello", "").unwrap();
-    assert!(
-        default_system.starts_with("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud.")
-    );
+    assert!(default_system.starts_with("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud."));
 }
 
 #[test]
@@ -104,24 +76,12 @@ fn special_tokens_are_known() {
 
 #[test]
 fn bad_tokenizer_files_are_reported() {
-    let err = Tokenizer::from_bytes(b"{not json", None)
-        .err()
-        .unwrap()
-        .to_string();
+    let err = Tokenizer::from_bytes(b"{not json", None).err().unwrap().to_string();
     assert!(err.contains("tokenizer.json could not be read"), "{err}");
     let tok_json = std::fs::read(fixture("tiny-qwen2/tokenizer.json")).unwrap();
-    let err = Tokenizer::from_bytes(&tok_json, Some(b"["))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        err.contains("tokenizer_config.json is not valid JSON"),
-        "{err}"
-    );
+    let err = Tokenizer::from_bytes(&tok_json, Some(b"[")).err().unwrap().to_string();
+    assert!(err.contains("tokenizer_config.json is not valid JSON"), "{err}");
     let no_template = Tokenizer::from_bytes(&tok_json, None).unwrap();
-    let err = no_template
-        .chat_prompt(None, "hi", "")
-        .unwrap_err()
-        .to_string();
+    let err = no_template.chat_prompt(None, "hi", "").unwrap_err().to_string();
     assert!(err.contains("no chat_template"), "{err}");
 }

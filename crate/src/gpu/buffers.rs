@@ -28,10 +28,7 @@ impl PackedMatrix {
     /// Allocates (uninitialised) chunks for a `[rows, cols]` matrix.
     pub fn new(gpu: &Gpu, name: &str, rows: usize, cols: usize, dtype: Dtype) -> Result<Self> {
         if cols % 2 != 0 {
-            return Err(Error::model_file(
-                name,
-                format!("{cols} columns: packed matrices need an even width"),
-            ));
+            return Err(Error::model_file(name, format!("{cols} columns: packed matrices need an even width")));
         }
         let row_bytes = (cols * dtype.size()) as u64;
         let rows_per_chunk = (gpu.weight_chunk_bytes / row_bytes).max(1) as usize;
@@ -43,24 +40,13 @@ impl PackedMatrix {
                 let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some(name),
                     size: rows as u64 * row_bytes,
-                    usage: wgpu::BufferUsages::STORAGE
-                        | wgpu::BufferUsages::COPY_DST
-                        | wgpu::BufferUsages::COPY_SRC,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
                     mapped_at_creation: false,
                 });
-                MatrixChunk {
-                    buffer,
-                    row_start,
-                    rows,
-                }
+                MatrixChunk { buffer, row_start, rows }
             })
             .collect();
-        Ok(Self {
-            rows,
-            cols,
-            dtype,
-            chunks,
-        })
+        Ok(Self { rows, cols, dtype, chunks })
     }
 
     pub fn row_bytes(&self) -> u64 {
@@ -77,10 +63,7 @@ impl PackedMatrix {
     pub fn write(&self, gpu: &Gpu, mut offset: u64, mut bytes: &[u8]) {
         let row_bytes = self.row_bytes();
         for chunk in &self.chunks {
-            let (start, end) = (
-                chunk.row_start as u64 * row_bytes,
-                (chunk.row_start + chunk.rows) as u64 * row_bytes,
-            );
+            let (start, end) = (chunk.row_start as u64 * row_bytes, (chunk.row_start + chunk.rows) as u64 * row_bytes);
             if bytes.is_empty() {
                 break;
             }
@@ -88,8 +71,7 @@ impl PackedMatrix {
                 continue;
             }
             let n = (end - offset).min(bytes.len() as u64) as usize;
-            gpu.queue
-                .write_buffer(&chunk.buffer, offset - start, &bytes[..n]);
+            gpu.queue.write_buffer(&chunk.buffer, offset - start, &bytes[..n]);
             offset += n as u64;
             bytes = &bytes[n..];
         }
@@ -112,9 +94,7 @@ impl Gpu {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: size.max(4).next_multiple_of(4),
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_DST
-                | wgpu::BufferUsages::COPY_SRC,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         })
     }
@@ -124,24 +104,20 @@ impl Gpu {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         let mut padded = bytes.to_vec();
         padded.resize(bytes.len().max(4).next_multiple_of(4), 0);
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents: &padded,
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_DST
-                    | wgpu::BufferUsages::COPY_SRC,
-            })
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: &padded,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+        })
     }
 
     /// A uniform buffer holding `value` (a `#[repr(C)]` struct mirroring a WGSL `struct`).
     pub fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents: bytemuck::bytes_of(value),
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            })
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: bytemuck::bytes_of(value),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        })
     }
 
     /// A buffer the CPU can map to read results.
@@ -160,9 +136,7 @@ impl Gpu {
 pub async fn read_buffer(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> Result<Vec<u8>> {
     let slice = staging.slice(..len.max(4).next_multiple_of(4));
     let (done, mapped) = oneshot();
-    slice.map_async(wgpu::MapMode::Read, move |r| {
-        done(r.map_err(|e| e.to_string()))
-    });
+    slice.map_async(wgpu::MapMode::Read, move |r| done(r.map_err(|e| e.to_string())));
     #[cfg(not(target_arch = "wasm32"))]
     gpu.device
         .poll(wgpu::PollType::wait_indefinitely())
@@ -170,9 +144,7 @@ pub async fn read_buffer(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> Result<
     let result = mapped.await;
     gpu.check_lost()?;
     result.map_err(|e| Error::Gpu(format!("reading results back failed: {e}")))?;
-    let view = slice
-        .get_mapped_range()
-        .map_err(|e| Error::Gpu(format!("mapping failed: {e}")))?;
+    let view = slice.get_mapped_range().map_err(|e| Error::Gpu(format!("mapping failed: {e}")))?;
     let out = view[..len as usize].to_vec();
     drop(view);
     staging.unmap();
@@ -181,10 +153,7 @@ pub async fn read_buffer(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> Result<
 
 /// A one-value channel whose receiving end is a future: enough to await a map callback
 /// without an async runtime.
-fn oneshot<T: 'static>() -> (
-    impl FnOnce(T) + Send + 'static,
-    impl std::future::Future<Output = T>,
-)
+fn oneshot<T: 'static>() -> (impl FnOnce(T) + Send + 'static, impl std::future::Future<Output = T>)
 where
     T: Send,
 {
@@ -215,19 +184,8 @@ where
 
 impl PackedMatrix {
     /// A matrix from f32 values, stored as `dtype` (rounded to nearest even for 16-bit types).
-    pub fn from_f32(
-        gpu: &Gpu,
-        name: &str,
-        rows: usize,
-        cols: usize,
-        dtype: Dtype,
-        values: &[f32],
-    ) -> Result<Self> {
-        assert_eq!(
-            values.len(),
-            rows * cols,
-            "{name}: values for [{rows}, {cols}]"
-        );
+    pub fn from_f32(gpu: &Gpu, name: &str, rows: usize, cols: usize, dtype: Dtype, values: &[f32]) -> Result<Self> {
+        assert_eq!(values.len(), rows * cols, "{name}: values for [{rows}, {cols}]");
         let m = Self::new(gpu, name, rows, cols, dtype)?;
         m.write(gpu, 0, &dtype.from_f32(values));
         Ok(m)

@@ -43,8 +43,7 @@ const MIN_STORAGE_BUFFERS: u32 = 5;
 impl Gpu {
     /// Opens the default high-performance adapter with its own limits.
     pub async fn new(options: GpuOptions) -> Result<Self> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
@@ -74,13 +73,8 @@ impl Gpu {
             MIN_STORAGE_BUFFERS.into(),
             limits.max_storage_buffers_per_shader_stage.into(),
         )?;
-        let timestamps =
-            !options.no_timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        let features = if timestamps {
-            wgpu::Features::TIMESTAMP_QUERY
-        } else {
-            wgpu::Features::empty()
-        };
+        let timestamps = !options.no_timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let features = if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("onetoken"),
@@ -97,13 +91,8 @@ impl Gpu {
                 *slot = Some(format!("{reason:?}: {message}"));
             }
         });
-        let max_binding = limits
-            .max_storage_buffer_binding_size
-            .min(limits.max_buffer_size);
-        let weight_chunk_bytes = options
-            .weight_chunk_bytes
-            .unwrap_or(u64::MAX)
-            .min(max_binding);
+        let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let weight_chunk_bytes = options.weight_chunk_bytes.unwrap_or(u64::MAX).min(max_binding);
         Ok(Self {
             device,
             queue,
@@ -126,9 +115,7 @@ impl Gpu {
     /// An error if the device has been lost (driver reset, tab in the background too long...).
     pub fn check_lost(&self) -> Result<()> {
         match self.lost.lock().ok().and_then(|l| l.clone()) {
-            Some(why) => Err(Error::Gpu(format!(
-                "the GPU device was lost ({why}); reload the model"
-            ))),
+            Some(why) => Err(Error::Gpu(format!("the GPU device was lost ({why}); reload the model"))),
             None => Ok(()),
         }
     }
@@ -160,11 +147,7 @@ impl Gpu {
 
 fn check_limit(limit: &'static str, needed: u64, available: u64) -> Result<()> {
     if available < needed {
-        return Err(Error::GpuLimit {
-            limit,
-            needed,
-            available,
-        });
+        return Err(Error::GpuLimit { limit, needed, available });
     }
     Ok(())
 }

@@ -36,24 +36,15 @@ const PACKED: &str = include_str!("../../../shaders/packed.wgsl");
 impl Gpu {
     /// The pipeline of `spec` with these override constants, built on first use.
     pub fn kernel(&self, spec: &KernelSpec, constants: &[(&'static str, f64)]) -> Rc<Kernel> {
-        let key = (
-            spec.name,
-            constants.iter().map(|(k, v)| (*k, v.to_bits())).collect(),
-        );
+        let key = (spec.name, constants.iter().map(|(k, v)| (*k, v.to_bits())).collect());
         if let Some(k) = self.kernels.borrow().get(&key) {
             return k.clone();
         }
-        let source = if spec.packed {
-            format!("{PACKED}\n{}", spec.source)
-        } else {
-            spec.source.to_string()
-        };
-        let module = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(spec.name),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
-            });
+        let source = if spec.packed { format!("{PACKED}\n{}", spec.source) } else { spec.source.to_string() };
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(spec.name),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
         let entries: Vec<wgpu::BindGroupLayoutEntry> = spec
             .bindings
             .iter()
@@ -68,9 +59,7 @@ impl Gpu {
                         min_binding_size: None,
                     },
                     Binding::Read | Binding::ReadWrite => wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Storage {
-                            read_only: *b == Binding::Read,
-                        },
+                        ty: wgpu::BufferBindingType::Storage { read_only: *b == Binding::Read },
                         has_dynamic_offset: false,
                         min_binding_size: None,
                     },
@@ -80,30 +69,20 @@ impl Gpu {
             .collect();
         let layout = self
             .device
-            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some(spec.name),
-                entries: &entries,
-            });
-        let pipeline_layout = self
-            .device
-            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(spec.name),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-        let pipeline = self
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(spec.name),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    constants,
-                    ..Default::default()
-                },
-                cache: None,
-            });
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(spec.name), entries: &entries });
+        let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(spec.name),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(spec.name),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions { constants, ..Default::default() },
+            cache: None,
+        });
         let kernel = Rc::new(Kernel { pipeline, layout });
         self.kernels.borrow_mut().insert(key, kernel.clone());
         kernel
@@ -114,10 +93,7 @@ impl Gpu {
         let entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: b.as_entire_binding(),
-            })
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
             .collect();
         self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,

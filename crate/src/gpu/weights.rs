@@ -54,18 +54,10 @@ impl GpuWeights {
             .layers
             .iter()
             .map(|l| {
-                [
-                    &l.q_proj,
-                    &l.k_proj,
-                    &l.v_proj,
-                    &l.o_proj,
-                    &l.gate_proj,
-                    &l.up_proj,
-                    &l.down_proj,
-                ]
-                .iter()
-                .map(|lin| lin.weight.bytes())
-                .sum::<u64>()
+                [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj]
+                    .iter()
+                    .map(|lin| lin.weight.bytes())
+                    .sum::<u64>()
             })
             .sum();
         layer + self.head().bytes()
@@ -83,18 +75,10 @@ impl GpuWeights {
                 let tensor = match shape[..] {
                     [rows, cols] => {
                         let m = PackedMatrix::new(gpu, &name, rows, cols, Dtype::BF16)?;
-                        crate::ops::fill_synthetic(
-                            gpu,
-                            &mut pass,
-                            &m,
-                            synthetic::seed(&name),
-                            synthetic::SCALE,
-                        );
+                        crate::ops::fill_synthetic(gpu, &mut pass, &m, synthetic::seed(&name), synthetic::SCALE);
                         Tensor::Matrix(m)
                     }
-                    _ => {
-                        Tensor::Vector(gpu.storage_from(&name, &synthetic::vector(&name, shape[0])))
-                    }
+                    _ => Tensor::Vector(gpu.storage_from(&name, &synthetic::vector(&name, shape[0]))),
                 };
                 tensors.insert(name, tensor);
             }
@@ -128,24 +112,14 @@ fn assemble(config: Qwen2Config, tensors: HashMap<String, Tensor>) -> Result<Gpu
         let mut linear = |name: &str, bias: bool| -> Result<GpuLinear> {
             Ok(GpuLinear {
                 weight: mat(&p(&format!("{name}.weight")))?,
-                bias: if bias {
-                    Some(vec(&p(&format!("{name}.bias")))?)
-                } else {
-                    None
-                },
+                bias: if bias { Some(vec(&p(&format!("{name}.bias")))?) } else { None },
             })
         };
-        let (q_proj, k_proj, v_proj) = (
-            linear("self_attn.q_proj", true)?,
-            linear("self_attn.k_proj", true)?,
-            linear("self_attn.v_proj", true)?,
-        );
+        let (q_proj, k_proj, v_proj) =
+            (linear("self_attn.q_proj", true)?, linear("self_attn.k_proj", true)?, linear("self_attn.v_proj", true)?);
         let o_proj = linear("self_attn.o_proj", false)?;
-        let (gate_proj, up_proj, down_proj) = (
-            linear("mlp.gate_proj", false)?,
-            linear("mlp.up_proj", false)?,
-            linear("mlp.down_proj", false)?,
-        );
+        let (gate_proj, up_proj, down_proj) =
+            (linear("mlp.gate_proj", false)?, linear("mlp.up_proj", false)?, linear("mlp.down_proj", false)?);
         layers.push(GpuLayer {
             input_layernorm: vec(&p("input_layernorm.weight"))?,
             q_proj,
@@ -159,20 +133,9 @@ fn assemble(config: Qwen2Config, tensors: HashMap<String, Tensor>) -> Result<Gpu
         });
     }
     let embed_tokens = mat("model.embed_tokens.weight")?;
-    let lm_head = if config.tie_word_embeddings {
-        None
-    } else {
-        Some(mat("lm_head.weight")?)
-    };
+    let lm_head = if config.tie_word_embeddings { None } else { Some(mat("lm_head.weight")?) };
     let norm = vec("model.norm.weight")?;
-    Ok(GpuWeights {
-        config,
-        embed_tokens,
-        layers,
-        norm,
-        lm_head,
-        synthetic: false,
-    })
+    Ok(GpuWeights { config, embed_tokens, layers, norm, lm_head, synthetic: false })
 }
 
 /// A [`TensorSink`] that uploads a safetensors stream to the GPU as it arrives: matrices are
@@ -283,10 +246,7 @@ impl TensorSink for GpuLoader<'_> {
 #[cfg(not(target_arch = "wasm32"))]
 pub fn load_dir(gpu: &Gpu, dir: &std::path::Path) -> Result<GpuWeights> {
     let path = dir.join("config.json");
-    let bytes = std::fs::read(&path).map_err(|source| Error::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = std::fs::read(&path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
     let config = Qwen2Config::from_json(&bytes)?;
     crate::weights::read_model_dir(dir, &config, GpuLoader::new(gpu, &config))?.finish()
 }

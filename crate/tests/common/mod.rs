@@ -5,9 +5,7 @@ use std::path::PathBuf;
 
 /// A test fixture folder under `crate/tests/fixtures`.
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 /// HF transformers' reference outputs for the tiny model (see fixtures/README.md).
@@ -16,19 +14,11 @@ pub fn tiny_ref() -> serde_json::Value {
 }
 
 pub fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
 pub fn floats(v: &serde_json::Value) -> Vec<f32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap() as f32)
-        .collect()
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
 }
 
 /// Asserts `|got - want| <= abs + rel * |want|` elementwise, naming the first bad index.
