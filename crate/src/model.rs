@@ -14,7 +14,9 @@ use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, GpuWeights, read_buffer};
 use crate::kv_cache::KvCache;
-use crate::ops::{Argmax, Attention, Embedding, GatherRows, KvWrite, Linear, LmHeadRows, RmsNorm, Rope, SiluMul};
+use crate::ops::{
+    Attention, Embedding, GatherRows, KvWrite, Linear, LmHeadRows, RmsNorm, Rope, SiluMul, TOP_K_MAX, TopK,
+};
 use crate::reference::rope_inv_freq;
 
 /// Sizes fixed when the model is set up.
@@ -57,10 +59,12 @@ pub enum Rows {
 /// What the LM head computes for the read-out rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Head<'a> {
-    /// Full vocabulary, argmax on the GPU: reads back one id and logit per row.
-    Argmax,
-    /// Only these vocabulary rows: reads back k logits per row (strategy B's choice head).
-    Choices(&'a [u32]),
+    /// The full vocabulary (what a generation engine computes every step). The GPU finds the
+    /// `top_k` best (id, logit) pairs (1 = greedy) and the logsumexp; the logits of `ids`
+    /// (may be empty) are read back too. Nothing else leaves the GPU.
+    Full { top_k: usize, ids: &'a [u32] },
+    /// Only these vocabulary rows (strategy B's choice head): k logits per row.
+    Rows(&'a [u32]),
     /// Full vocabulary, read back whole (tests and the `logits` command; never per step).
     Logits,
 }
@@ -74,16 +78,30 @@ pub struct Readout<'a> {
     pub hidden: bool,
 }
 
-impl Readout<'_> {
-    pub const ARGMAX: Readout<'static> = Readout { rows: Rows::Last, head: Head::Argmax, hidden: false };
+impl<'a> Readout<'a> {
+    /// Vocabulary ids whose logits are read out.
+    pub fn ids(&self) -> &'a [u32] {
+        match self.head {
+            Head::Full { ids, .. } | Head::Rows(ids) => ids,
+            Head::Logits => &[],
+        }
+    }
+
+    /// Greedy: the best id and its logit for each sequence's last token.
+    pub const ARGMAX: Readout<'static> =
+        Readout { rows: Rows::Last, head: Head::Full { top_k: 1, ids: &[] }, hidden: false };
 }
 
 /// Per read-out row.
 #[derive(Debug, Clone, Default)]
 pub struct RowOut {
-    /// `(id, logit)` of the best token ([`Head::Argmax`] and [`Head::Logits`]).
-    pub argmax: Option<(u32, f32)>,
-    /// The choices' logits ([`Head::Choices`]) or the whole vocabulary ([`Head::Logits`]).
+    /// The best `(id, logit)` pairs, best first ([`Head::Full`]: top_k of them; [`Head::Logits`]: 1).
+    pub top: Vec<(u32, f32)>,
+    /// log of the sum of exp(logits) over the vocabulary (full heads only): log-probability of
+    /// a token = its logit - this.
+    pub logsumexp: Option<f32>,
+    /// Logits of the requested ids ([`Head::Full`], [`Head::Rows`]) or of the whole vocabulary
+    /// ([`Head::Logits`]).
     pub logits: Vec<f32>,
     /// Final hidden state, `[hidden]`, when asked for.
     pub hidden: Vec<f32>,
@@ -132,7 +150,7 @@ struct Scratch {
     which: wgpu::Buffer,         // [R] token index of each read-out row
     choice_ids: wgpu::Buffer,    // [k] u32
     logits: wgpu::Buffer,        // [R, vocab]
-    best: wgpu::Buffer,          // [R] (id, logit bits)
+    best: wgpu::Buffer,          // [R, 1 + TOP_K_MAX] (logsumexp, top pairs)
     choice_logits: wgpu::Buffer, // [R, k]
     head_normed: wgpu::Buffer,   // [R, hidden]
     staging: wgpu::Buffer,       // best + choice logits + hidden + timestamps
@@ -151,7 +169,7 @@ pub struct Model {
     gather_rows: GatherRows,
     norm: RmsNorm,
     lm_head: Linear,
-    argmax: Argmax,
+    top_k: TopK,
     lm_head_rows: LmHeadRows,
 }
 
@@ -205,10 +223,10 @@ impl Model {
             which: g.storage("which", f32s(o.max_rows)),
             choice_ids: g.storage("choice_ids", f32s(o.max_choice_ids)),
             logits: g.storage("logits", f32s(o.max_rows * v)),
-            best: g.storage("best", f32s(2 * o.max_rows)),
+            best: g.storage("best", f32s(2 * o.max_rows * (1 + TOP_K_MAX))),
             choice_logits: g.storage("choice_logits", f32s(o.max_rows * o.max_choice_ids)),
             head_normed: g.storage("head_normed", f32s(o.max_rows * h)),
-            staging: g.staging("readout", f32s(o.max_rows * (2 + o.max_choice_ids + h)) + 40),
+            staging: g.staging("readout", f32s(o.max_rows * (2 * (1 + TOP_K_MAX) + o.max_choice_ids + h)) + 40),
             timestamps,
         };
         let inv_freq = g.storage_from("inv_freq", &rope_inv_freq(c.head_dim(), c.rope_theta));
@@ -255,7 +273,7 @@ impl Model {
             gather_rows: GatherRows::new(g, &s.which, &x, &head_x, h),
             norm: RmsNorm::new(g, &head_x, &weights.norm, &s.head_normed, h, eps),
             lm_head: Linear::new(g, &s.rows, &s.head_normed, head, None, &s.logits, v, false),
-            argmax: Argmax::new(g, &s.logits, &s.best, v),
+            top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v),
             lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, head, &s.choice_logits),
             layers,
             scratch: s,
@@ -289,12 +307,12 @@ impl Model {
         let s = &self.scratch;
         let (m, r) = (plan.ids.len() as u32, plan.which.len() as u32);
         g.queue.write_buffer(&s.tokens, 0, bytemuck::cast_slice(&[m, 0, 0, 0]));
-        g.queue.write_buffer(&s.rows, 0, bytemuck::cast_slice(&[r, 0, 0, 0]));
+        g.queue.write_buffer(&s.rows, 0, bytemuck::cast_slice(&[r, plan.top_k as u32, 0, 0]));
         g.queue.write_buffer(&s.ids, 0, bytemuck::cast_slice(&plan.ids));
         g.queue.write_buffer(&s.meta, 0, bytemuck::cast_slice(&plan.meta));
         g.queue.write_buffer(&s.which, 0, bytemuck::cast_slice(&plan.which));
-        if let Head::Choices(ids) = readout.head {
-            g.queue.write_buffer(&s.choice_ids, 0, bytemuck::cast_slice(ids));
+        if plan.choices > 0 {
+            g.queue.write_buffer(&s.choice_ids, 0, bytemuck::cast_slice(readout.ids()));
         }
 
         let mut encoder = g.device.create_command_encoder(&Default::default());
@@ -337,23 +355,24 @@ impl Model {
             // Final norm and LM head on the read-out rows only.
             self.gather_rows.encode(p, r);
             self.norm.encode(p, r);
-            match readout.head {
-                Head::Argmax | Head::Logits => {
-                    self.lm_head.encode(p, r);
-                    self.argmax.encode(p, r);
-                }
-                Head::Choices(ids) => self.lm_head_rows.encode(p, ids.len() as u32, r),
+            if plan.top_k > 0 {
+                self.lm_head.encode(p, r);
+                self.top_k.encode(p, r);
+            }
+            if plan.choices > 0 {
+                self.lm_head_rows.encode(p, plan.choices as u32, r);
             }
         }
-        // Read back: best ids, choice logits, hidden rows, timestamps; full logits separately.
-        let (h, k) = (self.config.hidden_size as u64, plan.choices as u64);
-        let (r64, f) = (r as u64, 4u64);
-        let best_at = 0;
-        let choices_at = best_at + 8 * r64;
+        // Read back: top pairs, choice logits, hidden rows, timestamps; full logits separately.
+        let (h, k, r64, f) = (self.config.hidden_size as u64, plan.choices as u64, r as u64, 4u64);
+        let best_row = 8 * (1 + TOP_K_MAX as u64);
+        let choices_at = best_row * r64;
         let hidden_at = choices_at + f * r64 * k;
         let hidden_len = if readout.hidden { f * r64 * h } else { 0 };
         let stamps_at = (hidden_at + hidden_len).next_multiple_of(8);
-        encoder.copy_buffer_to_buffer(&s.best, 0, &s.staging, best_at, Some(8 * r64));
+        if plan.top_k > 0 {
+            encoder.copy_buffer_to_buffer(&s.best, 0, &s.staging, 0, Some(best_row * r64));
+        }
         if k > 0 {
             encoder.copy_buffer_to_buffer(&s.choice_logits, 0, &s.staging, choices_at, Some(f * r64 * k));
         }
@@ -381,23 +400,23 @@ impl Model {
             None => None,
         };
         let wall_ms = now_ms() - start;
-        let words =
-            |at: u64, n: u64| -> Vec<u32> { bytemuck::pod_collect_to_vec(&bytes[at as usize..(at + 4 * n) as usize]) };
-        let floats =
-            |at: u64, n: u64| -> Vec<f32> { bytemuck::pod_collect_to_vec(&bytes[at as usize..(at + 4 * n) as usize]) };
-        let best = words(best_at, 2 * r64);
-        let rows = (0..r as usize)
-            .map(|i| RowOut {
-                argmax: matches!(readout.head, Head::Argmax | Head::Logits)
-                    .then(|| (best[2 * i], f32::from_bits(best[2 * i + 1]))),
-                logits: match (&full, readout.head) {
-                    (Some(all), _) => {
-                        bytemuck::pod_collect_to_vec(&all[i * 4 * vocab as usize..(i + 1) * 4 * vocab as usize])
-                    }
-                    (None, Head::Choices(_)) => floats(choices_at + f * i as u64 * k, k),
-                    _ => Vec::new(),
-                },
-                hidden: if readout.hidden { floats(hidden_at + f * i as u64 * h, h) } else { Vec::new() },
+        let floats = |b: &[u8], at: u64, n: u64| -> Vec<f32> {
+            bytemuck::pod_collect_to_vec(&b[at as usize..(at + 4 * n) as usize])
+        };
+        let rows = (0..r64)
+            .map(|i| {
+                let best: Vec<u32> =
+                    bytemuck::pod_collect_to_vec(&bytes[(i * best_row) as usize..][..best_row as usize]);
+                let top = (0..plan.top_k).map(|j| (best[2 + 2 * j], f32::from_bits(best[3 + 2 * j]))).collect();
+                RowOut {
+                    top,
+                    logsumexp: (plan.top_k > 0).then(|| f32::from_bits(best[0])),
+                    logits: match &full {
+                        Some(all) => floats(all, i * f * vocab, vocab),
+                        None => floats(&bytes, choices_at + f * i * k, k),
+                    },
+                    hidden: if readout.hidden { floats(&bytes, hidden_at + f * i * h, h) } else { Vec::new() },
+                }
             })
             .collect();
         let timing = ForwardTiming {
@@ -463,15 +482,26 @@ impl Model {
                 o.max_rows
             )));
         }
-        if let Head::Choices(ids) = readout.head {
-            if ids.is_empty() || ids.len() > o.max_choice_ids {
-                return Err(Error::Input(format!("{} choice ids (1 to {} allowed)", ids.len(), o.max_choice_ids)));
-            }
-            if let Some(&bad) = ids.iter().find(|&&t| t as usize >= self.config.vocab_size) {
-                return Err(Error::Input(format!("choice id {bad} is outside the vocabulary")));
-            }
-            plan.choices = ids.len();
+        let ids = readout.ids();
+        if ids.len() > o.max_choice_ids || (ids.is_empty() && matches!(readout.head, Head::Rows(_))) {
+            return Err(Error::Input(format!(
+                "{} vocabulary ids to read (1 to {} allowed)",
+                ids.len(),
+                o.max_choice_ids
+            )));
         }
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+            return Err(Error::Input(format!("choice id {bad} is outside the vocabulary")));
+        }
+        plan.choices = ids.len();
+        plan.top_k = match readout.head {
+            Head::Full { top_k, .. } if !(1..=TOP_K_MAX).contains(&top_k) => {
+                return Err(Error::Input(format!("top_k {top_k} (1 to {TOP_K_MAX} allowed)")));
+            }
+            Head::Full { top_k, .. } => top_k,
+            Head::Logits => 1,
+            Head::Rows(_) => 0,
+        };
         Ok(plan)
     }
 }
@@ -481,5 +511,6 @@ struct Plan {
     ids: Vec<u32>,   // [M]
     meta: Vec<u32>,  // [M, 2]
     which: Vec<u32>, // [R]
-    choices: usize,  // k
+    choices: usize,  // k: vocabulary ids whose logits are read
+    top_k: usize,    // best pairs found by the full head (0: no full head)
 }

@@ -32,7 +32,7 @@ pub const KV_WRITE: KernelSpec = spec!("kv_write", packed: false, [Uniform, Read
 pub const ATTENTION: KernelSpec = spec!("attention", packed: false, [Uniform, Read, Read, Read, Read, ReadWrite]);
 pub const SILU_MUL: KernelSpec = spec!("silu_mul", packed: false, [Uniform, ReadWrite, Read]);
 pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", packed: false, [Uniform, Read, Read, ReadWrite]);
-pub const ARGMAX: KernelSpec = spec!("argmax", packed: false, [Uniform, Read, ReadWrite]);
+pub const TOP_K: KernelSpec = spec!("top_k", packed: false, [Uniform, Uniform, Read, ReadWrite]);
 pub const LM_HEAD_ROWS: KernelSpec = spec!("lm_head_rows", packed: true, [Uniform, Read, Read, Read, ReadWrite]);
 pub const KV_COPY: KernelSpec = spec!("kv_copy", packed: false, [Uniform, ReadWrite, ReadWrite]);
 pub const SYNTHETIC: KernelSpec = spec!("synthetic", packed: false, [Uniform, ReadWrite]);
@@ -299,17 +299,22 @@ impl GatherRows {
     }
 }
 
-/// `best[r] = (argmax logits[r, :], max)` — logits: [R, vocab]; best: [R] (id, f32 bits).
-pub struct Argmax {
+/// Most entries [`TopK`] finds per row.
+pub const TOP_K_MAX: usize = 64;
+
+/// Full-vocabulary readout without copying rows to the CPU — logits: [R, vocab];
+/// out: [R, 1 + TOP_K_MAX] pairs: (logsumexp bits, 0), then the k best (id, logit bits).
+/// `rows` is the uniform (R, k).
+pub struct TopK {
     kernel: Rc<Kernel>,
     group: wgpu::BindGroup,
 }
 
-impl Argmax {
-    pub fn new(gpu: &Gpu, logits: &wgpu::Buffer, best: &wgpu::Buffer, vocab: usize) -> Self {
-        let kernel = gpu.kernel(&ARGMAX, &[]);
-        let shape = gpu.uniform("argmax", &Shape4::new(vocab as u32, 0, 0, 0));
-        let group = gpu.bind(&kernel, &[&shape, logits, best]);
+impl TopK {
+    pub fn new(gpu: &Gpu, rows: &wgpu::Buffer, logits: &wgpu::Buffer, out: &wgpu::Buffer, vocab: usize) -> Self {
+        let kernel = gpu.kernel(&TOP_K, &[]);
+        let shape = gpu.uniform("top_k", &Shape4::new(vocab as u32, 1 + TOP_K_MAX as u32, 0, 0));
+        let group = gpu.bind(&kernel, &[rows, &shape, logits, out]);
         Self { kernel, group }
     }
 

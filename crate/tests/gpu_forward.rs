@@ -33,7 +33,7 @@ fn logits_at_every_position_match_hf() {
     for (pos, want) in r["logits"].as_array().unwrap().iter().enumerate() {
         let row = &out.rows[pos];
         assert_close(&row.logits, &floats(want), 1e-3, 0.0, &format!("GPU logits at position {pos}"));
-        assert_eq!(row.argmax.unwrap().0, ids(&r["argmax"])[pos], "argmax at position {pos}");
+        assert_eq!(row.top[0].0, ids(&r["argmax"])[pos], "argmax at position {pos}");
     }
     let last = &out.rows[15].hidden;
     let norm = last.iter().map(|v| v * v).sum::<f32>().sqrt();
@@ -46,13 +46,11 @@ fn greedy_decode_with_the_kv_cache_matches_hf() {
     let r = tiny_ref();
     let mut model = tiny_model(None);
     let input = ids(&r["input_ids"]);
-    let mut next = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], Readout::ARGMAX)).unwrap().rows[0]
-        .argmax
-        .unwrap()
-        .0;
+    let mut next =
+        block(model.prefill(&[Sequence { slot: 0, tokens: &input }], Readout::ARGMAX)).unwrap().rows[0].top[0].0;
     let mut tokens = vec![next];
     for _ in 1..8 {
-        next = block(model.decode(&[(0, next)], Readout::ARGMAX)).unwrap().rows[0].argmax.unwrap().0;
+        next = block(model.decode(&[(0, next)], Readout::ARGMAX)).unwrap().rows[0].top[0].0;
         tokens.push(next);
     }
     assert_eq!(tokens, ids(&r["greedy8_kv_cache"]));
@@ -116,10 +114,25 @@ fn choice_head_equals_the_full_head_at_those_ids() {
     let choices = [148u32, 53, 0, 511, 107];
     let mut model = tiny_model(Some(4096));
     let full = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_LAST)).unwrap();
-    let readout = Readout { rows: Rows::Last, head: Head::Choices(&choices), hidden: false };
+    let readout = Readout { rows: Rows::Last, head: Head::Rows(&choices), hidden: false };
     let picked = block(model.prefill(&[Sequence { slot: 1, tokens: &input }], readout)).unwrap();
     let want: Vec<f32> = choices.iter().map(|&c| full.rows[0].logits[c as usize]).collect();
     assert_close(&picked.rows[0].logits, &want, 1e-5, 1e-5, "choice head");
+    assert!(picked.rows[0].top.is_empty() && picked.rows[0].logsumexp.is_none());
+
+    // The full head with ids: the same logits, plus top-k and logsumexp found on the GPU.
+    let readout = Readout { rows: Rows::Last, head: Head::Full { top_k: 5, ids: &choices }, hidden: false };
+    let both = block(model.prefill(&[Sequence { slot: 2, tokens: &input }], readout)).unwrap();
+    assert_close(&both.rows[0].logits, &want, 1e-5, 1e-5, "full head, choice ids");
+    let r = tiny_ref();
+    let top: Vec<u32> = both.rows[0].top.iter().map(|t| t.0).collect();
+    assert_eq!(top, ids(&r["last_top5_ids"]));
+    let top_logits: Vec<f32> = both.rows[0].top.iter().map(|t| t.1).collect();
+    assert_close(&top_logits, &floats(&r["last_top5_logits"]), 1e-3, 0.0, "top-5 logits");
+    let all = &full.rows[0].logits;
+    let max = all.iter().copied().fold(f32::MIN, f32::max);
+    let lse = max + all.iter().map(|l| (l - max).exp()).sum::<f32>().ln();
+    assert_close(&[both.rows[0].logsumexp.unwrap()], &[lse], 1e-4, 1e-5, "logsumexp");
 }
 
 #[test]

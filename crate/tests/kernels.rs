@@ -220,7 +220,7 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
 }
 
 #[test]
-fn silu_mul_gather_and_argmax_match_reference() {
+fn silu_mul_gather_and_top_k_match_reference() {
     let gpu = gpu();
     for (m, cols) in [(1, 7), (3, 4864), (2, 8960)] {
         let gate = seeded(20, m * cols, 6.0);
@@ -246,18 +246,27 @@ fn silu_mul_gather_and_argmax_match_reference() {
         // Row 1: a tie between two ids; the smaller must win, as on the CPU.
         logits[vocab + vocab / 3] = 50.0;
         logits[vocab + vocab - 1] = 50.0;
-        let (lb, best) = (gpu.storage_from("l", &logits), gpu.storage("best", 3 * 8));
-        let op = ops::Argmax::new(&gpu, &lb, &best, vocab);
+        let k = 5.min(vocab);
+        let stride = 1 + ops::TOP_K_MAX;
+        let rows = gpu.uniform("rows", &[3u32, k as u32, 0, 0]);
+        let (lb, out) = (gpu.storage_from("l", &logits), gpu.storage("out", (3 * stride * 8) as u64));
+        let op = ops::TopK::new(&gpu, &rows, &lb, &out, vocab);
         run(&gpu, |p| op.encode(p, 3));
-        let got: Vec<u32> = bytemuck::pod_collect_to_vec(&pollster::block_on(gpu.download(&best, 24)).unwrap());
+        let got: Vec<u32> =
+            bytemuck::pod_collect_to_vec(&pollster::block_on(gpu.download(&out, (3 * stride * 8) as u64)).unwrap());
         for r in 0..3 {
             let row = &logits[r * vocab..(r + 1) * vocab];
-            let id = reference::argmax(row);
-            assert_eq!(
-                (got[2 * r], f32::from_bits(got[2 * r + 1])),
-                (id, row[id as usize]),
-                "argmax row {r} of {vocab}"
-            );
+            let mut order: Vec<u32> = (0..vocab as u32).collect();
+            order.sort_by(|&a, &b| row[b as usize].total_cmp(&row[a as usize]).then(a.cmp(&b)));
+            let got_row = &got[r * stride * 2..];
+            let top: Vec<(u32, f32)> =
+                (0..k).map(|j| (got_row[2 + 2 * j], f32::from_bits(got_row[3 + 2 * j]))).collect();
+            let want: Vec<(u32, f32)> = order[..k].iter().map(|&i| (i, row[i as usize])).collect();
+            assert_eq!(top, want, "top-{k} of row {r} of {vocab}");
+            assert_eq!(top[0].0, reference::argmax(row));
+            let max = want[0].1;
+            let lse = max + row.iter().map(|l| (l - max).exp()).sum::<f32>().ln();
+            assert_close(&[f32::from_bits(got_row[0])], &[lse], 1e-4, 1e-5, "logsumexp");
         }
     }
 }
