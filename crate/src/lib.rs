@@ -9,6 +9,7 @@
 //! What it does not do: sampling strategies beyond greedy and choice-constrained picks, models
 //! other than the Qwen2 architecture, training, or quantised weights.
 
+pub mod choice;
 pub mod clock;
 pub mod config;
 pub mod error;
