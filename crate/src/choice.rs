@@ -46,7 +46,12 @@ impl ChoiceSet {
                 }
             }
         }
-        Ok(Self { choices: choices.to_vec(), healed: prompt_ids.len() - keep, base: prompt_ids[..keep].to_vec(), sequences })
+        Ok(Self {
+            choices: choices.to_vec(),
+            healed: prompt_ids.len() - keep,
+            base: prompt_ids[..keep].to_vec(),
+            sequences,
+        })
     }
 
     /// Each choice's first token, in choice order.

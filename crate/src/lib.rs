@@ -22,6 +22,7 @@ pub use config::Qwen2Config;
 pub use error::{Error, Result};
 
 pub mod gpu;
+pub mod judge;
 pub mod kv_cache;
 pub mod model;
 pub mod ops;

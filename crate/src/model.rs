@@ -12,7 +12,7 @@ use std::rc::Rc;
 use crate::clock::now_ms;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, GpuWeights, read_buffer};
+use crate::gpu::{Gpu, GpuWeights, read_buffer, read_buffer_timed};
 use crate::kv_cache::KvCache;
 use crate::ops::{
     Attention, Embedding, GatherRows, KvWrite, Linear, LmHeadRows, RmsNorm, Rope, SiluMul, TOP_K_MAX, TopK,
@@ -112,6 +112,8 @@ pub struct RowOut {
 pub struct ForwardTiming {
     /// Wall time from encoding to results on the CPU (submit + GPU work + readback).
     pub wall_ms: f64,
+    /// Part of `wall_ms` spent copying results out of the mapped staging buffer.
+    pub readback_ms: f64,
     /// GPU time of the layers (embedding to last layer) and of the head (final norm, LM head,
     /// argmax), from timestamp queries; `None` where the device has no `timestamp-query`.
     pub gpu_layers_ms: Option<f64>,
@@ -394,7 +396,7 @@ impl Model {
             self.kv.advance(seq.slot, seq.tokens.len());
         }
 
-        let bytes = read_buffer(g, &s.staging, stamps_at + 32).await?;
+        let (bytes, readback_ms) = read_buffer_timed(g, &s.staging, stamps_at + 32).await?;
         let full = match &full {
             Some(staging) => Some(read_buffer(g, staging, f * r64 * vocab).await?),
             None => None,
@@ -421,6 +423,7 @@ impl Model {
             .collect();
         let timing = ForwardTiming {
             wall_ms,
+            readback_ms,
             gpu_layers_ms: s.timestamps.as_ref().map(|_| self.stamp_ms(&bytes, stamps_at, 0)),
             gpu_head_ms: s.timestamps.as_ref().map(|_| self.stamp_ms(&bytes, stamps_at, 1)),
         };

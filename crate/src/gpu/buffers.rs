@@ -134,6 +134,12 @@ impl Gpu {
 /// Maps `staging` (a MAP_READ buffer whose copy has been submitted) and returns its first
 /// `len` bytes. Natively this blocks until the GPU is done; in the browser it awaits.
 pub async fn read_buffer(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> Result<Vec<u8>> {
+    Ok(read_buffer_timed(gpu, staging, len).await?.0)
+}
+
+/// [`read_buffer`], also returning the milliseconds spent copying out of the mapped buffer
+/// once the GPU was done (the readback proper, as opposed to waiting for the GPU).
+pub async fn read_buffer_timed(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> Result<(Vec<u8>, f64)> {
     let slice = staging.slice(..len.max(4).next_multiple_of(4));
     let (done, mapped) = oneshot();
     slice.map_async(wgpu::MapMode::Read, move |r| done(r.map_err(|e| e.to_string())));
@@ -144,11 +150,12 @@ pub async fn read_buffer(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> Result<
     let result = mapped.await;
     gpu.check_lost()?;
     result.map_err(|e| Error::Gpu(format!("reading results back failed: {e}")))?;
+    let start = crate::clock::now_ms();
     let view = slice.get_mapped_range().map_err(|e| Error::Gpu(format!("mapping failed: {e}")))?;
     let out = view[..len as usize].to_vec();
     drop(view);
     staging.unmap();
-    Ok(out)
+    Ok((out, crate::clock::now_ms() - start))
 }
 
 /// A one-value channel whose receiving end is a future: enough to await a map callback

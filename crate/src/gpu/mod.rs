@@ -7,7 +7,7 @@ mod device;
 mod kernels;
 mod weights;
 
-pub use buffers::{PackedMatrix, read_buffer};
+pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions};
 pub use kernels::{Binding, Kernel, KernelSpec};
 #[cfg(not(target_arch = "wasm32"))]

@@ -1,0 +1,122 @@
+//! The three strategies on the tiny model: same answers, batch = singles, heads agree.
+
+mod common;
+
+use std::rc::Rc;
+
+use common::*;
+use onetoken::gpu::{Gpu, GpuOptions, load_dir};
+use onetoken::judge::{Engine, JudgeRequest, Strategy};
+use onetoken::model::{Model, ModelOptions};
+use onetoken::tokenizer::Tokenizer;
+
+fn engine(slots: usize) -> Engine {
+    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
+    let weights = load_dir(&gpu, &fixture("tiny-qwen2")).unwrap();
+    let options =
+        ModelOptions { max_tokens: 2048, kv_slots: slots, kv_capacity: 256, max_rows: 64, max_choice_ids: 64 };
+    let model = Model::new(gpu, weights, options).unwrap();
+    Engine::new(model, Tokenizer::load(&fixture("tiny-qwen2")).unwrap())
+}
+
+fn request(user: &str, choices: &[&str]) -> JudgeRequest {
+    JudgeRequest {
+        system: Some("You judge colors.".into()),
+        user: user.into(),
+        choices: choices.iter().map(|c| c.to_string()).collect(),
+        prefix: None,
+    }
+}
+
+fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    pollster::block_on(f)
+}
+
+#[test]
+fn schema_token_by_token_and_prefill_one_token_agree() {
+    let mut e = engine(1);
+    for req in
+        [request("Which color is the sky?", &["blue", "red", "yellow"]), request("예 또는 아니오?", &["예", "아니오"])]
+    {
+        let a = block(e.judge(&req, Strategy::TokenByToken, 0)).unwrap();
+        let b = block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap();
+        assert_eq!(a.choice_index, b.choice_index, "{:?}", req.user);
+        assert_close(&a.choice_logits, &b.choice_logits, 1e-3, 1e-3, "A vs B choice logits");
+        // B reads the answer from the prefill; A generates the whole JSON reply.
+        assert_eq!(b.decode_steps, 0);
+        assert_eq!(b.timings_ms.decode.len(), 0);
+        assert!(a.decode_steps >= 3, "A took {} decode steps", a.decode_steps);
+        assert_eq!(a.timings_ms.decode.len(), a.decode_steps);
+        let choice = a.choice.clone().unwrap();
+        assert_eq!(a.generated_text, format!("{{\"choice\": \"{choice}\"}}"));
+        assert!(b.prompt_tokens > a.prompt_tokens);
+        let sum: f32 = b.probs.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-5);
+    }
+}
+
+#[test]
+fn full_head_equals_choice_head() {
+    let mut e = engine(1);
+    let req = request("Which color is the sky?", &["blue", "red", "yellow"]);
+    let b = block(e.judge(&req, Strategy::PrefillOneToken, 5)).unwrap();
+    let full = block(e.judge(&req, Strategy::PrefillOneTokenFullHead, 5)).unwrap();
+    assert_eq!(b.choice_index, full.choice_index);
+    assert_close(&b.choice_logits, &full.choice_logits, 1e-5, 1e-5, "choice vs full head");
+    assert!(b.top.is_none());
+    assert_eq!(full.top.as_ref().unwrap().len(), 5);
+}
+
+#[test]
+fn free_generation_runs_until_the_json_closes_or_the_limit() {
+    let mut e = engine(1);
+    let req = request("Which color is the sky?", &["blue", "red"]);
+    let free = block(e.judge(&req, Strategy::TokenByTokenFree, 3)).unwrap();
+    // The tiny model's reply is noise: it closes no JSON, so it runs to the limit (or EOS).
+    assert!(free.generated_token_ids.len() <= onetoken::judge::FREE_TOKEN_LIMIT);
+    assert_eq!(free.timings_ms.decode.len(), free.decode_steps);
+    assert_eq!(free.top.unwrap().len(), 3);
+}
+
+#[test]
+fn a_batch_equals_each_judgment_alone_shared_prefix_or_not() {
+    let doc = "Document: the sky was blue, the sun was yellow and the car was red. ";
+    let reqs = [
+        request(&format!("{doc}What color was the sky?"), &["blue", "red", "yellow"]),
+        request(&format!("{doc}What color was the car?"), &["red", "blue"]),
+        request(&format!("{doc}Was the sun yellow?"), &["예", "아니오"]),
+        request(&format!("{doc}Which is longer?"), &["New York", "New Jersey", "Boston"]),
+    ];
+    let mut e = engine(4);
+    let (plain, plain_j) = block(e.judge_batch(&reqs, false)).unwrap();
+    let (shared, shared_j) = block(e.judge_batch(&reqs, true)).unwrap();
+    assert_eq!(plain.shared_prefix_tokens, 0);
+    assert!(shared.shared_prefix_tokens > 10, "{}", shared.shared_prefix_tokens);
+    assert!(shared.batch_prefill_tokens < plain.batch_prefill_tokens);
+    for (i, req) in reqs.iter().enumerate() {
+        let alone = block(e.judge(req, Strategy::PrefillOneToken, 0)).unwrap();
+        for (what, j) in [("plain", &plain_j[i]), ("shared", &shared_j[i])] {
+            assert_eq!(j.choice_index, alone.choice_index, "{what} batch, request {i}");
+            assert_close(&j.choice_logits, &alone.choice_logits, 1e-4, 1e-4, &format!("{what} batch logits {i}"));
+            assert_eq!(j.generated_token_ids, alone.generated_token_ids);
+        }
+    }
+}
+
+#[test]
+fn bad_requests_fail_before_any_work() {
+    let mut e = engine(2);
+    let bad =
+        |e: &mut Engine, req: JudgeRequest| block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap_err().to_string();
+    assert!(bad(&mut e, request("q", &[])).contains("no choices"));
+    assert!(bad(&mut e, request("q", &["x"])).contains("only one choice"));
+    assert!(bad(&mut e, request("q", &["x", "x"])).contains("are the same"));
+    assert!(bad(&mut e, request("q", &["x", " "])).contains("is empty"));
+    assert!(bad(&mut e, request("q", &["x", "<|im_end|>"])).contains("special token"));
+    let long = "blue ".repeat(400);
+    let msg = bad(&mut e, request(&long, &["x", "y"]));
+    assert!(msg.contains("does not fit") && msg.contains("KV capacity 256"), "{msg}");
+    let three = [request("a", &["x", "y"]), request("b", &["x", "y"]), request("c", &["x", "y"])];
+    assert!(block(e.judge_batch(&three, false)).unwrap_err().to_string().contains("2 KV slots"));
+    assert!((0..2).all(|s| e.model.kv.is_empty(s)));
+}
