@@ -9,9 +9,11 @@
 //! What it does not do: sampling strategies beyond greedy and choice-constrained picks, models
 //! other than the Qwen2 architecture, training, or quantised weights.
 
+pub mod bench;
 pub mod choice;
 pub mod clock;
 pub mod config;
+pub mod cost;
 pub mod error;
 pub mod reference;
 pub mod synthetic;

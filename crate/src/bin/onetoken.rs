@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use std::rc::Rc;
 
+use onetoken::bench::{BenchOptions, BenchReport};
 use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, load_dir};
+use onetoken::judge::{Engine, JudgeRequest, Strategy};
 use onetoken::model::{Head, Model, ModelOptions, Readout, Rows, Sequence};
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 use onetoken::tokenizer::Tokenizer;
@@ -42,6 +44,49 @@ enum Command {
         #[arg(long)]
         cpu: bool,
     },
+    /// Answer a judgment with strategies A, B (and C with --requests): one JSON line each.
+    Judge(JudgeArgs),
+    /// Measure prefill vs decode, A vs B, batches, and the device's roofline.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct JudgeArgs {
+    #[command(flatten)]
+    source: ModelSource,
+    /// One request: {"system": "...", "user": "...", "choices": [...], "prefix": "..."}.
+    #[arg(long, conflicts_with = "requests", required_unless_present = "requests")]
+    request: Option<PathBuf>,
+    /// Many requests, one JSON object per line, judged as one batch (strategy C).
+    #[arg(long)]
+    requests: Option<PathBuf>,
+    /// all, a (token by token, schema), a-free, b (prefill + one token, choice head), b-full-head.
+    #[arg(long, default_value = "all")]
+    strategy: String,
+    /// Also report the unconstrained top-N tokens where the answer is read.
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// With --requests: prefill the prompts' common prefix (the document) once.
+    #[arg(long)]
+    shared_prefix: bool,
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    #[command(flatten)]
+    source: ModelSource,
+    /// Print one JSON document (what the page charts) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Prompt lengths of the sweep.
+    #[arg(long, value_delimiter = ',', default_value = "32,64,128,256,512,1024")]
+    lengths: Vec<usize>,
+    /// Batch sizes of strategy C.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
+    batch_sizes: Vec<usize>,
+    /// Runs per point (the median is kept).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
 }
 
 /// Where the model comes from: a folder, or synthetic weights of a named shape.
@@ -142,8 +187,140 @@ fn run(cli: Cli) -> Result<()> {
             });
             println!("{json}");
         }
+        Command::Judge(args) => judge(args)?,
+        Command::Bench(args) => bench(args)?,
     }
     Ok(())
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path, text: &str, line: Option<usize>) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| {
+        let at = line.map(|l| format!(" line {l}")).unwrap_or_default();
+        Error::Input(format!("{}{at}: not a judgment request: {e}", path.display()))
+    })
+}
+
+fn read_text(path: &std::path::Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.display().to_string(), source })
+}
+
+/// An engine sized for these requests: every prompt fits its KV slot with room to generate.
+fn engine_for(source: &ModelSource, reqs: &[JudgeRequest]) -> Result<Engine> {
+    let tokenizer = source.tokenizer()?;
+    let mut longest = 0;
+    let mut total = 0;
+    for r in reqs {
+        let n = tokenizer.encode(&tokenizer.chat_prompt(r.system.as_deref(), &r.user, r.prefix())?)?.len();
+        longest = longest.max(n);
+        total += n;
+    }
+    let room = longest + 64;
+    let config = source.config()?;
+    if room > config.max_position_embeddings {
+        return Err(Error::ContextOverflow {
+            tokens: longest,
+            limit: format!("the model's context is {} tokens", config.max_position_embeddings),
+        });
+    }
+    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default())?);
+    let weights = source.gpu_weights(&gpu)?;
+    let n = reqs.len();
+    let options = ModelOptions { max_tokens: total.max(room), kv_slots: n, kv_capacity: room, max_rows: n, max_choice_ids: 256 };
+    Ok(Engine::new(Model::new(gpu, weights, options)?, tokenizer))
+}
+
+/// Prints one JSON line.
+fn print<T: serde::Serialize>(value: &T) {
+    println!("{}", serde_json::to_string(value).expect("plain data serialises"));
+}
+
+fn judge(args: JudgeArgs) -> Result<()> {
+    if let Some(path) = &args.requests {
+        let text = read_text(path)?;
+        let reqs: Vec<JudgeRequest> = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| read_json(path, l, Some(i + 1)))
+            .collect::<Result<_>>()?;
+        let mut engine = engine_for(&args.source, &reqs)?;
+        let (record, judgments) = pollster::block_on(engine.judge_batch(&reqs, args.shared_prefix))?;
+        print(&record);
+        for j in &judgments {
+            print(j);
+        }
+        return Ok(());
+    }
+    let path = args.request.as_ref().expect("clap requires --request or --requests");
+    let req: JudgeRequest = read_json(path, &read_text(path)?, None)?;
+    let strategies = Strategy::parse_list(&args.strategy)?;
+    let mut engine = engine_for(&args.source, std::slice::from_ref(&req))?;
+    for s in strategies {
+        print(&pollster::block_on(engine.judge(&req, s, args.top_k))?);
+    }
+    Ok(())
+}
+
+fn bench(args: BenchArgs) -> Result<()> {
+    let options = BenchOptions {
+        lengths: args.lengths,
+        batch_sizes: args.batch_sizes,
+        repeats: args.repeats,
+        ..Default::default()
+    };
+    let config = args.source.config()?;
+    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default())?);
+    let weights = args.source.gpu_weights(&gpu)?;
+    let model = Model::new(gpu.clone(), weights, options.model_options(&config, &gpu))?;
+    let mut engine = Engine::new(model, args.source.tokenizer()?);
+    eprintln!("device: {}", gpu.describe());
+    let report = pollster::block_on(onetoken::bench::run(&mut engine, &options, &mut |line| eprintln!("bench: {line}")))?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report).expect("serialisable"));
+        return Ok(());
+    }
+    print_report(&report);
+    Ok(())
+}
+
+fn print_report(r: &BenchReport) {
+    println!("device: {} ({}), timestamps: {}", r.device.name, r.device.backend, r.device.timestamps);
+    println!(
+        "model: {} parameters, hidden {}, {} layers{}; one decode step reads {:.1} MB of weights",
+        r.model.parameters,
+        r.model.hidden_size,
+        r.model.layers,
+        if r.model.synthetic { " (synthetic weights: answers meaningless, timings real)" } else { "" },
+        r.model.decode_bytes as f64 / 1e6
+    );
+    println!("micro: copy {:.1} GB/s, FMA {:.1} GFLOP/s", r.micro.copy_gbps, r.micro.fma_gflops);
+    println!("\n{:>6} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7}", "P", "A ms", "A pred", "steps", "B ms", "B full ms", "B pred", "A/B", "A/Bfull");
+    for s in &r.sweep {
+        println!(
+            "{:>6} {:>10.1} {:>10.1} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>7.2} {:>7.2}",
+            s.b.prompt_tokens, s.a.total_ms, s.predicted_a_ms, s.a.decode_steps, s.b.total_ms, s.b_full_head.total_ms,
+            s.predicted_b_ms, s.speedup, s.speedup_full_head
+        );
+    }
+    println!("\ndecode: {:.2} ms/step (wall, median)", r.decode_ms_per_step);
+    if let Some(m) = &r.cost_model {
+        println!(
+            "cost model: T = {:.2} ms + {:.4} ms x P + N x {:.2} ms",
+            m.prefill.fixed_ms, m.prefill.per_token_ms, m.decode_ms
+        );
+    }
+    let f = &r.roofline;
+    println!(
+        "roofline: decode {:.1} GB/s = {:.0}% of copy bandwidth (floor {:.2} ms/step); prefill ({} tokens) {:.1} GFLOP/s = {:.0}% of FMA",
+        f.decode_gbps, 100.0 * f.decode_fraction, f.decode_floor_ms, f.prefill_tokens, f.prefill_gflops, 100.0 * f.prefill_fraction
+    );
+    println!("\n{:>6} {:>8} {:>10} {:>12} {:>14}", "N", "shared", "tokens", "latency ms", "judgments/s");
+    for b in &r.batch {
+        println!("{:>6} {:>8} {:>10} {:>12.1} {:>14.2}", b.judgments, b.shared_prefix, b.prefill_tokens, b.total_ms, b.judgments_per_s);
+    }
+    for s in &r.batch_skipped {
+        println!("skipped: {s}");
+    }
 }
 
 /// The `k` largest logits as `[id, logit]` pairs, largest first.
