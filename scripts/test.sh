@@ -51,6 +51,13 @@ step "cargo clippy"
 cargo clippy --all-targets --profile fast -- -D warnings
 
 step "cargo test"
+# wgpu's Vulkan backend probes Wayland; without XDG_RUNTIME_DIR libwayland prints a harmless
+# "error: XDG_RUNTIME_DIR is invalid" for every device created. Give it an empty private one.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  XDG_RUNTIME_DIR=$(mktemp -d)
+  export XDG_RUNTIME_DIR
+  trap 'rm -rf "$XDG_RUNTIME_DIR"' EXIT
+fi
 cargo test --profile fast
 
 step "build wasm"

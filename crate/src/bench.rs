@@ -9,8 +9,8 @@ use crate::clock::now_ms;
 use crate::config::Qwen2Config;
 use crate::cost::{CostModel, PrefillFit, forward_flops, median};
 use crate::error::Result;
-use crate::gpu::{Gpu, KernelSpec, read_buffer};
 use crate::gpu::Binding::*;
+use crate::gpu::{Gpu, KernelSpec, read_buffer};
 use crate::judge::{Engine, JudgeRequest, Judgment, Strategy};
 use crate::model::ModelOptions;
 
@@ -199,7 +199,11 @@ async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut wgpu::Compu
     let wall = now_ms() - start;
     let t: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes);
     let gpu_ms = t[1].saturating_sub(t[0]) as f64 * f64::from(gpu.queue.get_timestamp_period()) / 1e6;
-    Ok(if stamps.is_some() && gpu_ms > 0.0 { (gpu_ms / f64::from(repeats), true) } else { (wall / f64::from(repeats), false) })
+    Ok(if stamps.is_some() && gpu_ms > 0.0 {
+        (gpu_ms / f64::from(repeats), true)
+    } else {
+        (wall / f64::from(repeats), false)
+    })
 }
 
 /// Copy bandwidth and FMA throughput of this device.
@@ -267,7 +271,10 @@ pub fn request_of_length(engine: &Engine, tokens: usize) -> Result<JudgeRequest>
         prefix: None,
     };
     let empty = base("");
-    let overhead = engine.tokenizer.encode(&engine.tokenizer.chat_prompt(empty.system.as_deref(), &empty.user, empty.prefix())?)?.len();
+    let overhead = engine
+        .tokenizer
+        .encode(&engine.tokenizer.chat_prompt(empty.system.as_deref(), &empty.user, empty.prefix())?)?
+        .len();
     let doc = document(engine, tokens.saturating_sub(overhead))?;
     Ok(base(&doc))
 }
@@ -343,7 +350,11 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         let reqs: Vec<JudgeRequest> = (0..n)
             .map(|i| JudgeRequest {
                 system: Some("You are a careful judge. Answer in JSON.".into()),
-                user: format!("{doc}\nQuestion {}: was the {} mentioned?", i + 1, ["sky", "boat", "tram", "wind"][i % 4]),
+                user: format!(
+                    "{doc}\nQuestion {}: was the {} mentioned?",
+                    i + 1,
+                    ["sky", "boat", "tram", "wind"][i % 4]
+                ),
                 choices: vec!["yes".into(), "no".into()],
                 prefix: None,
             })
@@ -367,7 +378,8 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let decode_bytes = engine.model.weights.decode_bytes();
     let decode_gbps = if decode_ms > 0.0 { decode_bytes as f64 / (decode_ms * 1e6) } else { 0.0 };
     let longest = sweep.last();
-    let (prefill_tokens, prefill_ms) = longest.map_or((0, 0.0), |r| (r.b_full_head.prompt_tokens, r.b_full_head.prefill_ms));
+    let (prefill_tokens, prefill_ms) =
+        longest.map_or((0, 0.0), |r| (r.b_full_head.prompt_tokens, r.b_full_head.prefill_ms));
     let prefill_gflops =
         if prefill_ms > 0.0 { forward_flops(&config, prefill_tokens, 0, 1) / (prefill_ms * 1e6) } else { 0.0 };
     let info = &gpu.info;

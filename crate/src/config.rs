@@ -89,19 +89,19 @@ impl Qwen2Config {
                 return fail(format!("{name} must be positive"));
             }
         }
-        if self.hidden_size % self.num_attention_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return fail(format!(
                 "num_attention_heads ({}) does not divide hidden_size ({})",
                 self.num_attention_heads, self.hidden_size
             ));
         }
-        if self.num_attention_heads % self.num_key_value_heads != 0 {
+        if !self.num_attention_heads.is_multiple_of(self.num_key_value_heads) {
             return fail(format!(
                 "num_key_value_heads ({}) does not divide num_attention_heads ({})",
                 self.num_key_value_heads, self.num_attention_heads
             ));
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             return fail(format!("head_dim {} must be even for rotary embeddings", self.head_dim()));
         }
         if self.use_sliding_window {

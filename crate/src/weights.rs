@@ -327,7 +327,7 @@ impl<S: TensorSink> CheckedSink<S> {
         let missing: Vec<String> = self
             .expected
             .keys()
-            .filter(|n| !self.seen.contains_key(*n) && !(self.tied && *n == HEAD))
+            .filter(|n| !(self.seen.contains_key(*n) || (self.tied && *n == HEAD)))
             .cloned()
             .collect();
         if !missing.is_empty() {

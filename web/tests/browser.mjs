@@ -5,7 +5,7 @@
 //   const { page, errors } = await b.open('index.html');
 //   ...; assert.deepEqual(errors, []);
 //   await b.close();
-import { mkdtemp, rm } from 'node:fs/promises';
+import { access, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +34,11 @@ const CHROMIUM_ARGS = [
  * in `errors` (strings); `close()` stops the browser, the server and removes the profile.
  */
 export async function openBrowser({ root = WEB } = {}) {
+  if (root === WEB) {
+    await access(path.join(WEB, 'pkg/onetoken.js')).catch(() => {
+      throw new Error('web/pkg/onetoken.js is missing: build it with `bash scripts/build-wasm.sh`');
+    });
+  }
   const server = await startServer(root, 0);
   const profile = await mkdtemp(path.join(tmpdir(), 'onetoken-chromium-'));
   let context;

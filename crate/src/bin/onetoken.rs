@@ -225,7 +225,8 @@ fn engine_for(source: &ModelSource, reqs: &[JudgeRequest]) -> Result<Engine> {
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default())?);
     let weights = source.gpu_weights(&gpu)?;
     let n = reqs.len();
-    let options = ModelOptions { max_tokens: total.max(room), kv_slots: n, kv_capacity: room, max_rows: n, max_choice_ids: 256 };
+    let options =
+        ModelOptions { max_tokens: total.max(room), kv_slots: n, kv_capacity: room, max_rows: n, max_choice_ids: 256 };
     Ok(Engine::new(Model::new(gpu, weights, options)?, tokenizer))
 }
 
@@ -274,7 +275,8 @@ fn bench(args: BenchArgs) -> Result<()> {
     let model = Model::new(gpu.clone(), weights, options.model_options(&config, &gpu))?;
     let mut engine = Engine::new(model, args.source.tokenizer()?);
     eprintln!("device: {}", gpu.describe());
-    let report = pollster::block_on(onetoken::bench::run(&mut engine, &options, &mut |line| eprintln!("bench: {line}")))?;
+    let report =
+        pollster::block_on(onetoken::bench::run(&mut engine, &options, &mut |line| eprintln!("bench: {line}")))?;
     if args.json {
         println!("{}", serde_json::to_string(&report).expect("serialisable"));
         return Ok(());
@@ -294,12 +296,22 @@ fn print_report(r: &BenchReport) {
         r.model.decode_bytes as f64 / 1e6
     );
     println!("micro: copy {:.1} GB/s, FMA {:.1} GFLOP/s", r.micro.copy_gbps, r.micro.fma_gflops);
-    println!("\n{:>6} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7}", "P", "A ms", "A pred", "steps", "B ms", "B full ms", "B pred", "A/B", "A/Bfull");
+    println!(
+        "\n{:>6} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7}",
+        "P", "A ms", "A pred", "steps", "B ms", "B full ms", "B pred", "A/B", "A/Bfull"
+    );
     for s in &r.sweep {
         println!(
             "{:>6} {:>10.1} {:>10.1} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>7.2} {:>7.2}",
-            s.b.prompt_tokens, s.a.total_ms, s.predicted_a_ms, s.a.decode_steps, s.b.total_ms, s.b_full_head.total_ms,
-            s.predicted_b_ms, s.speedup, s.speedup_full_head
+            s.b.prompt_tokens,
+            s.a.total_ms,
+            s.predicted_a_ms,
+            s.a.decode_steps,
+            s.b.total_ms,
+            s.b_full_head.total_ms,
+            s.predicted_b_ms,
+            s.speedup,
+            s.speedup_full_head
         );
     }
     println!("\ndecode: {:.2} ms/step (wall, median)", r.decode_ms_per_step);
@@ -312,11 +324,19 @@ fn print_report(r: &BenchReport) {
     let f = &r.roofline;
     println!(
         "roofline: decode {:.1} GB/s = {:.0}% of copy bandwidth (floor {:.2} ms/step); prefill ({} tokens) {:.1} GFLOP/s = {:.0}% of FMA",
-        f.decode_gbps, 100.0 * f.decode_fraction, f.decode_floor_ms, f.prefill_tokens, f.prefill_gflops, 100.0 * f.prefill_fraction
+        f.decode_gbps,
+        100.0 * f.decode_fraction,
+        f.decode_floor_ms,
+        f.prefill_tokens,
+        f.prefill_gflops,
+        100.0 * f.prefill_fraction
     );
     println!("\n{:>6} {:>8} {:>10} {:>12} {:>14}", "N", "shared", "tokens", "latency ms", "judgments/s");
     for b in &r.batch {
-        println!("{:>6} {:>8} {:>10} {:>12.1} {:>14.2}", b.judgments, b.shared_prefix, b.prefill_tokens, b.total_ms, b.judgments_per_s);
+        println!(
+            "{:>6} {:>8} {:>10} {:>12.1} {:>14.2}",
+            b.judgments, b.shared_prefix, b.prefill_tokens, b.total_ms, b.judgments_per_s
+        );
     }
     for s in &r.batch_skipped {
         println!("skipped: {s}");

@@ -27,7 +27,7 @@ pub struct MatrixChunk {
 impl PackedMatrix {
     /// Allocates (uninitialised) chunks for a `[rows, cols]` matrix.
     pub fn new(gpu: &Gpu, name: &str, rows: usize, cols: usize, dtype: Dtype) -> Result<Self> {
-        if cols % 2 != 0 {
+        if !cols.is_multiple_of(2) {
             return Err(Error::model_file(name, format!("{cols} columns: packed matrices need an even width")));
         }
         let row_bytes = (cols * dtype.size()) as u64;
@@ -160,10 +160,7 @@ pub async fn read_buffer_timed(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> R
 
 /// A one-value channel whose receiving end is a future: enough to await a map callback
 /// without an async runtime.
-fn oneshot<T: 'static>() -> (impl FnOnce(T) + Send + 'static, impl std::future::Future<Output = T>)
-where
-    T: Send,
-{
+fn oneshot<T: Send + 'static>() -> (impl FnOnce(T) + Send + 'static, impl std::future::Future<Output = T>) {
     use std::sync::{Arc, Mutex};
     use std::task::{Poll, Waker};
     type Shared<T> = Arc<Mutex<(Option<T>, Option<Waker>)>>;
