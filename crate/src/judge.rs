@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::choice::{CLOSING, ChoiceSet, ConstrainedPick, check_choices, first_token_probs};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
-use crate::model::{ForwardOut, ForwardTiming, Head, Model, Readout, Rows, Sequence};
+use crate::model::{ForwardOut, ForwardTiming, Head, Model, ModelOptions, Readout, Rows, Sequence};
 use crate::tokenizer::Tokenizer;
 
 /// The response prefix strategy B prefills by default.
@@ -209,6 +209,42 @@ struct Walk {
 impl Engine {
     pub fn new(model: Model, tokenizer: Tokenizer) -> Self {
         Self { model, tokenizer }
+    }
+
+    /// Makes sure the model's buffers fit these requests (every prompt with room to generate;
+    /// with `batch`, all of them at once), setting them up again at the needed sizes if not.
+    pub fn fit(&mut self, reqs: &[JudgeRequest], batch: bool) -> Result<()> {
+        let tok = &self.tokenizer;
+        let (mut longest, mut total) = (0, 0);
+        for r in reqs {
+            let n = tok.encode(&tok.chat_prompt(r.system.as_deref(), &r.user, r.prefix())?)?.len();
+            longest = longest.max(n);
+            total += n;
+        }
+        // Room for A's reply (the prefix, a choice, the closing) or A-free's token limit.
+        let room = longest + FREE_TOKEN_LIMIT.max(48);
+        let context = self.model.config.max_position_embeddings;
+        if longest > context {
+            return Err(Error::ContextOverflow { tokens: longest, limit: format!("the model's context is {context} tokens") });
+        }
+        let n = if batch { reqs.len().max(1) } else { 1 };
+        let need = ModelOptions {
+            max_tokens: if batch { total.max(room) } else { room },
+            kv_slots: n,
+            kv_capacity: room.min(context),
+            max_rows: n,
+            max_choice_ids: 256,
+        };
+        let o = self.model.options;
+        if o.max_tokens < need.max_tokens
+            || o.kv_slots < need.kv_slots
+            || o.kv_capacity < need.kv_capacity
+            || o.max_rows < need.max_rows
+            || o.max_choice_ids < need.max_choice_ids
+        {
+            self.model = self.model.resized(need)?;
+        }
+        Ok(())
     }
 
     fn synthetic(&self) -> bool {

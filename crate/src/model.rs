@@ -162,7 +162,7 @@ struct Scratch {
 pub struct Model {
     pub config: Qwen2Config,
     pub gpu: Rc<Gpu>,
-    pub weights: GpuWeights,
+    pub weights: Rc<GpuWeights>,
     pub kv: KvCache,
     pub options: ModelOptions,
     scratch: Scratch,
@@ -176,7 +176,10 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn new(gpu: Rc<Gpu>, weights: GpuWeights, options: ModelOptions) -> Result<Self> {
+    /// Sets up buffers, kernels and bind groups for `weights` at these sizes (weights can be
+    /// shared by several set-ups: [`Model::resized`]).
+    pub fn new(gpu: Rc<Gpu>, weights: impl Into<Rc<GpuWeights>>, options: ModelOptions) -> Result<Self> {
+        let weights = weights.into();
         let c = weights.config.clone();
         let o = options;
         if o.max_tokens == 0 || o.max_rows == 0 || o.max_choice_ids == 0 {
@@ -285,6 +288,11 @@ impl Model {
             weights,
             gpu,
         })
+    }
+
+    /// The same weights set up for other sizes (a new KV cache and activations).
+    pub fn resized(&self, options: ModelOptions) -> Result<Self> {
+        Self::new(self.gpu.clone(), self.weights.clone(), options)
     }
 
     /// Prefill: runs token sequences (of any lengths) through the model in one pass.

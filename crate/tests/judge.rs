@@ -120,3 +120,16 @@ fn bad_requests_fail_before_any_work() {
     assert!(block(e.judge_batch(&three, false)).unwrap_err().to_string().contains("2 KV slots"));
     assert!((0..2).all(|s| e.model.kv.is_empty(s)));
 }
+
+#[test]
+fn the_engine_fits_itself_to_long_prompts_up_to_the_context() {
+    let mut e = engine(1);
+    let req = request(&"blue ".repeat(400), &["x", "y"]);
+    e.fit(std::slice::from_ref(&req), false).unwrap();
+    assert!(e.model.kv.capacity > 400);
+    let b = block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap();
+    assert!(b.prompt_tokens > 400);
+    let too_long = request(&"blue ".repeat(5000), &["x", "y"]);
+    let msg = e.fit(&[too_long], false).unwrap_err().to_string();
+    assert!(msg.contains("the model's context is 4096 tokens"), "{msg}");
+}

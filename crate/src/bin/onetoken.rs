@@ -123,7 +123,7 @@ impl ModelSource {
         }
     }
 
-    fn gpu_weights(&self, gpu: &Gpu) -> Result<GpuWeights> {
+    fn gpu_weights(&self, gpu: &Rc<Gpu>) -> Result<GpuWeights> {
         match &self.model {
             Some(dir) => load_dir(gpu, dir),
             None => GpuWeights::synthetic(gpu, &self.config()?),
@@ -205,29 +205,13 @@ fn read_text(path: &std::path::Path) -> Result<String> {
 }
 
 /// An engine sized for these requests: every prompt fits its KV slot with room to generate.
-fn engine_for(source: &ModelSource, reqs: &[JudgeRequest]) -> Result<Engine> {
-    let tokenizer = source.tokenizer()?;
-    let mut longest = 0;
-    let mut total = 0;
-    for r in reqs {
-        let n = tokenizer.encode(&tokenizer.chat_prompt(r.system.as_deref(), &r.user, r.prefix())?)?.len();
-        longest = longest.max(n);
-        total += n;
-    }
-    let room = longest + 64;
-    let config = source.config()?;
-    if room > config.max_position_embeddings {
-        return Err(Error::ContextOverflow {
-            tokens: longest,
-            limit: format!("the model's context is {} tokens", config.max_position_embeddings),
-        });
-    }
+fn engine_for(source: &ModelSource, reqs: &[JudgeRequest], batch: bool) -> Result<Engine> {
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default())?);
     let weights = source.gpu_weights(&gpu)?;
-    let n = reqs.len();
-    let options =
-        ModelOptions { max_tokens: total.max(room), kv_slots: n, kv_capacity: room, max_rows: n, max_choice_ids: 256 };
-    Ok(Engine::new(Model::new(gpu, weights, options)?, tokenizer))
+    let small = ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 256 };
+    let mut engine = Engine::new(Model::new(gpu, weights, small)?, source.tokenizer()?);
+    engine.fit(reqs, batch)?;
+    Ok(engine)
 }
 
 /// Prints one JSON line.
@@ -244,7 +228,7 @@ fn judge(args: JudgeArgs) -> Result<()> {
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| read_json(path, l, Some(i + 1)))
             .collect::<Result<_>>()?;
-        let mut engine = engine_for(&args.source, &reqs)?;
+        let mut engine = engine_for(&args.source, &reqs, true)?;
         let (record, judgments) = pollster::block_on(engine.judge_batch(&reqs, args.shared_prefix))?;
         print(&record);
         for j in &judgments {
@@ -255,7 +239,7 @@ fn judge(args: JudgeArgs) -> Result<()> {
     let path = args.request.as_ref().expect("clap requires --request or --requests");
     let req: JudgeRequest = read_json(path, &read_text(path)?, None)?;
     let strategies = Strategy::parse_list(&args.strategy)?;
-    let mut engine = engine_for(&args.source, std::slice::from_ref(&req))?;
+    let mut engine = engine_for(&args.source, std::slice::from_ref(&req), false)?;
     for s in strategies {
         print(&pollster::block_on(engine.judge(&req, s, args.top_k))?);
     }

@@ -4,6 +4,7 @@
 //! are generated on the GPU ([`GpuWeights::synthetic`]).
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
@@ -141,8 +142,8 @@ fn assemble(config: Qwen2Config, tensors: HashMap<String, Tensor>) -> Result<Gpu
 /// A [`TensorSink`] that uploads a safetensors stream to the GPU as it arrives: matrices are
 /// written piece by piece (never whole in memory), vectors widened to f32 when complete.
 /// Wrap it in [`crate::weights::CheckedSink`] so names and shapes are checked first.
-pub struct GpuLoader<'a> {
-    gpu: &'a Gpu,
+pub struct GpuLoader {
+    gpu: Rc<Gpu>,
     config: Qwen2Config,
     tensors: HashMap<String, Tensor>,
     /// The tensor being received: its matrix write position and a partial 4-byte word
@@ -159,8 +160,8 @@ pub struct GpuLoader<'a> {
 /// Submit queued writes after this many bytes, so staging memory stays bounded.
 const FLUSH_BYTES: u64 = 64 << 20;
 
-impl<'a> GpuLoader<'a> {
-    pub fn new(gpu: &'a Gpu, config: &Qwen2Config) -> Self {
+impl GpuLoader {
+    pub fn new(gpu: Rc<Gpu>, config: &Qwen2Config) -> Self {
         Self {
             gpu,
             config: config.clone(),
@@ -181,14 +182,14 @@ impl<'a> GpuLoader<'a> {
 
     fn write(&mut self, name: &str, bytes: &[u8]) {
         if let Some(Tensor::Matrix(m)) = self.tensors.get(name) {
-            m.write(self.gpu, self.written, bytes);
+            m.write(&self.gpu, self.written, bytes);
             self.written += bytes.len() as u64;
             self.unflushed += bytes.len() as u64;
         }
     }
 }
 
-impl TensorSink for GpuLoader<'_> {
+impl TensorSink for GpuLoader {
     fn header(&mut self, _file: &str, tensors: &[TensorInfo]) -> Result<()> {
         for t in tensors {
             // A tied checkpoint's copy of the head is not needed: the embedding serves.
@@ -196,7 +197,7 @@ impl TensorSink for GpuLoader<'_> {
                 continue;
             }
             if let [rows, cols] = t.shape[..] {
-                let m = PackedMatrix::new(self.gpu, &t.name, rows, cols, t.dtype)?;
+                let m = PackedMatrix::new(&self.gpu, &t.name, rows, cols, t.dtype)?;
                 self.tensors.insert(t.name.clone(), Tensor::Matrix(m));
             }
         }
@@ -244,9 +245,9 @@ impl TensorSink for GpuLoader<'_> {
 /// Reads a model folder's weights onto the GPU (natively; the browser streams downloads
 /// through the same [`GpuLoader`]).
 #[cfg(not(target_arch = "wasm32"))]
-pub fn load_dir(gpu: &Gpu, dir: &std::path::Path) -> Result<GpuWeights> {
+pub fn load_dir(gpu: &Rc<Gpu>, dir: &std::path::Path) -> Result<GpuWeights> {
     let path = dir.join("config.json");
     let bytes = std::fs::read(&path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
     let config = Qwen2Config::from_json(&bytes)?;
-    crate::weights::read_model_dir(dir, &config, GpuLoader::new(gpu, &config))?.finish()
+    crate::weights::read_model_dir(dir, &config, GpuLoader::new(gpu.clone(), &config))?.finish()
 }
