@@ -225,7 +225,10 @@ impl Engine {
         let room = longest + FREE_TOKEN_LIMIT.max(48);
         let context = self.model.config.max_position_embeddings;
         if longest > context {
-            return Err(Error::ContextOverflow { tokens: longest, limit: format!("the model's context is {context} tokens") });
+            return Err(Error::ContextOverflow {
+                tokens: longest,
+                limit: format!("the model's context is {context} tokens"),
+            });
         }
         let n = if batch { reqs.len().max(1) } else { 1 };
         let need = ModelOptions {

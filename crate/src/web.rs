@@ -1,9 +1,19 @@
-//! The browser edge: a thin wasm-bindgen API over the library. Logic stays in plain Rust; here
-//! errors become `JsError` once and data crosses as plain arrays, strings and JSON.
+//! The browser edge: a thin wasm-bindgen API over the library, driven from a Web Worker.
+//! Logic stays in plain Rust; here errors become `JsError` once, and records cross as JSON
+//! strings (the same JSON the CLI prints).
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
+use crate::bench::{self, BenchOptions};
+use crate::config::Qwen2Config;
+use crate::gpu::{Gpu, GpuLoader, GpuOptions, GpuWeights};
+use crate::judge::{Engine, JudgeRequest, Strategy};
+use crate::model::{Head, Model, ModelOptions, Readout, Rows, Sequence};
 use crate::tokenizer::Tokenizer;
+use crate::weights::{CheckedSink, SafetensorsStream, shard_names};
 
 #[wasm_bindgen(start)]
 pub fn start() {
@@ -12,6 +22,10 @@ pub fn start() {
 
 fn js(e: crate::Error) -> JsError {
     JsError::new(&e.to_string())
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("plain data serialises")
 }
 
 /// A tokenizer with its chat template, made from the bytes of `tokenizer.json` and
@@ -39,5 +53,237 @@ impl WebTokenizer {
     #[wasm_bindgen(js_name = chatPrompt)]
     pub fn chat_prompt(&self, system: Option<String>, user: &str, prefix: &str) -> Result<String, JsError> {
         self.0.chat_prompt(system.as_deref(), user, prefix).map_err(js)
+    }
+}
+
+/// The GPU device (WebGPU), opened with the adapter's own limits.
+#[wasm_bindgen]
+pub struct WebGpu(Rc<Gpu>);
+
+#[wasm_bindgen]
+impl WebGpu {
+    /// Opens the device; fails with a message naming what is missing.
+    pub async fn open() -> Result<WebGpu, JsError> {
+        Ok(Self(Rc::new(Gpu::new(GpuOptions::default()).await.map_err(js)?)))
+    }
+
+    /// `{"name", "backend", "timestamps", "max_binding", "max_buffer"}` as JSON.
+    pub fn info(&self) -> String {
+        let g = &self.0;
+        json(&serde_json::json!({
+            "name": g.info.name,
+            "backend": format!("{:?}", g.info.backend),
+            "timestamps": g.timestamps,
+            "max_binding": g.max_binding,
+            "max_buffer": g.limits.max_buffer_size,
+        }))
+    }
+}
+
+/// Streams a model's safetensors files to the GPU as they download: call `beginFile`, `push`
+/// each chunk as it arrives, `endFile`, for every shard, then `finish`. Nothing is kept in
+/// wasm memory but the current chunk.
+#[wasm_bindgen]
+pub struct WebLoader {
+    gpu: Rc<Gpu>,
+    config: Qwen2Config,
+    sink: Option<CheckedSink<GpuLoader>>,
+    stream: Option<SafetensorsStream>,
+}
+
+#[wasm_bindgen]
+impl WebLoader {
+    #[wasm_bindgen(constructor)]
+    pub fn new(gpu: &WebGpu, config_json: &[u8]) -> Result<WebLoader, JsError> {
+        let config = Qwen2Config::from_json(config_json).map_err(js)?;
+        let sink = CheckedSink::new(&config, GpuLoader::new(gpu.0.clone(), &config));
+        Ok(Self { gpu: gpu.0.clone(), config, sink: Some(sink), stream: None })
+    }
+
+    /// The safetensors files to fetch, given `model.safetensors.index.json` if there is one.
+    #[wasm_bindgen(js_name = shardNames)]
+    pub fn shard_names(index_json: Option<Vec<u8>>) -> Result<Vec<String>, JsError> {
+        shard_names(index_json.as_deref()).map_err(js)
+    }
+
+    /// Bytes of weights the model needs on the GPU (for progress and memory messages).
+    #[wasm_bindgen(js_name = weightBytes)]
+    pub fn weight_bytes(&self) -> f64 {
+        (self.config.parameter_count() * 2) as f64
+    }
+
+    #[wasm_bindgen(js_name = beginFile)]
+    pub fn begin_file(&mut self, name: &str, length: Option<f64>) {
+        self.stream = Some(SafetensorsStream::new(name, length.map(|l| l as u64)));
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsError> {
+        let (Some(stream), Some(sink)) = (self.stream.as_mut(), self.sink.as_mut()) else {
+            return Err(JsError::new("push before beginFile"));
+        };
+        stream.push(chunk, sink).map_err(js)
+    }
+
+    #[wasm_bindgen(js_name = endFile)]
+    pub fn end_file(&mut self) -> Result<(), JsError> {
+        let stream = self.stream.take().ok_or_else(|| JsError::new("endFile before beginFile"))?;
+        stream.finish().map_err(js)
+    }
+
+    /// The engine, once every file has been pushed.
+    pub fn finish(
+        &mut self,
+        tokenizer_json: &[u8],
+        tokenizer_config_json: Option<Vec<u8>>,
+    ) -> Result<WebEngine, JsError> {
+        let sink = self.sink.take().ok_or_else(|| JsError::new("finish called twice"))?;
+        let weights = sink.finish().map_err(js)?.finish().map_err(js)?;
+        let tokenizer = Tokenizer::from_bytes(tokenizer_json, tokenizer_config_json.as_deref()).map_err(js)?;
+        WebEngine::build(self.gpu.clone(), weights, tokenizer)
+    }
+}
+
+/// A model with its tokenizer. Methods return promises of JSON strings. One call at a time:
+/// the engine is taken out for the duration, so an overlapping call is told it is busy.
+#[wasm_bindgen]
+pub struct WebEngine(Rc<RefCell<Option<Engine>>>);
+
+/// Starting sizes; the engine grows them to fit each request (`Engine::fit`).
+const START: ModelOptions =
+    ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 256 };
+
+#[wasm_bindgen]
+impl WebEngine {
+    fn build(gpu: Rc<Gpu>, weights: GpuWeights, tokenizer: Tokenizer) -> Result<WebEngine, JsError> {
+        let model = Model::new(gpu, weights, START).map_err(js)?;
+        Ok(Self(Rc::new(RefCell::new(Some(Engine::new(model, tokenizer))))))
+    }
+
+    /// Runs `work` with the engine taken out, and puts it back whatever the outcome.
+    async fn with<T>(&self, work: impl AsyncFnOnce(&mut Engine) -> Result<T, JsError>) -> Result<T, JsError> {
+        let mut engine = self.0.borrow_mut().take().ok_or_else(|| JsError::new("the engine is busy"))?;
+        let result = work(&mut engine).await;
+        *self.0.borrow_mut() = Some(engine);
+        result
+    }
+
+    fn with_now<T>(&self, work: impl FnOnce(&Engine) -> Result<T, JsError>) -> Result<T, JsError> {
+        let guard = self.0.borrow();
+        work(guard.as_ref().ok_or_else(|| JsError::new("the engine is busy"))?)
+    }
+
+    /// Synthetic weights of a real model's shapes (`qwen2.5-0.5b`, `qwen2.5-1.5b`), made on the GPU.
+    pub fn synthetic(
+        gpu: &WebGpu,
+        name: &str,
+        tokenizer_json: &[u8],
+        tokenizer_config_json: &[u8],
+    ) -> Result<WebEngine, JsError> {
+        let config = Qwen2Config::named(name).map_err(js)?;
+        let weights = GpuWeights::synthetic(&gpu.0, &config).map_err(js)?;
+        let tokenizer = Tokenizer::from_bytes(tokenizer_json, Some(tokenizer_config_json)).map_err(js)?;
+        Self::build(gpu.0.clone(), weights, tokenizer)
+    }
+
+    /// Model facts as JSON: shapes, parameters, weight bytes per decode step, synthetic or not.
+    pub fn info(&self) -> Result<String, JsError> {
+        self.with_now(|e| {
+            let c = &e.model.config;
+            Ok(json(&serde_json::json!({
+                "hidden_size": c.hidden_size,
+                "layers": c.num_hidden_layers,
+                "heads": c.num_attention_heads,
+                "kv_heads": c.num_key_value_heads,
+                "vocab_size": c.vocab_size,
+                "parameters": c.parameter_count(),
+                "decode_bytes": e.model.weights.decode_bytes(),
+                "synthetic": e.model.weights.synthetic,
+            })))
+        })
+    }
+
+    /// Judges one request (the CLI's request JSON) with `strategy` (a CLI name or `all`);
+    /// resolves to the judgment JSON, or a JSON list of them for `all`.
+    pub async fn judge(&self, request_json: String, strategy: String, top_k: usize) -> Result<String, JsError> {
+        let req: JudgeRequest =
+            serde_json::from_str(&request_json).map_err(|e| JsError::new(&format!("not a judgment request: {e}")))?;
+        let strategies = Strategy::parse_list(&strategy).map_err(js)?;
+        let out = self
+            .with(async |e| {
+                e.fit(std::slice::from_ref(&req), false).map_err(js)?;
+                let mut out = Vec::new();
+                for s in &strategies {
+                    out.push(e.judge(&req, *s, top_k).await.map_err(js)?);
+                }
+                Ok(out)
+            })
+            .await?;
+        Ok(if strategy == "all" { json(&out) } else { json(&out[0]) })
+    }
+
+    /// Judges a batch (strategy C); resolves to `{"batch": record, "judgments": [...]}`.
+    #[wasm_bindgen(js_name = judgeBatch)]
+    pub async fn judge_batch(&self, requests_json: String, shared_prefix: bool) -> Result<String, JsError> {
+        let reqs: Vec<JudgeRequest> =
+            serde_json::from_str(&requests_json).map_err(|e| JsError::new(&format!("not a list of requests: {e}")))?;
+        self.with(async |e| {
+            e.fit(&reqs, true).map_err(js)?;
+            let (record, judgments) = e.judge_batch(&reqs, shared_prefix).await.map_err(js)?;
+            Ok(json(&serde_json::json!({ "batch": record, "judgments": judgments })))
+        })
+        .await
+    }
+
+    /// Runs the benchmark (`{"lengths": [...], "batch_sizes": [...], "repeats": n}`, all
+    /// optional); `progress` is called with a line per step. Resolves to the report JSON.
+    pub async fn bench(&self, options_json: String, progress: js_sys::Function) -> Result<String, JsError> {
+        #[derive(serde::Deserialize, Default)]
+        struct Opts {
+            lengths: Option<Vec<usize>>,
+            batch_sizes: Option<Vec<usize>>,
+            repeats: Option<usize>,
+            doc_tokens: Option<usize>,
+        }
+        let o: Opts = serde_json::from_str(&options_json).map_err(|e| JsError::new(&format!("bench options: {e}")))?;
+        let d = BenchOptions::default();
+        let options = BenchOptions {
+            lengths: o.lengths.unwrap_or(d.lengths),
+            batch_sizes: o.batch_sizes.unwrap_or(d.batch_sizes),
+            repeats: o.repeats.unwrap_or(d.repeats),
+            doc_tokens: o.doc_tokens.unwrap_or(d.doc_tokens),
+        };
+        self.with(async |e| {
+            let sizes = options.model_options(&e.model.config, &e.model.gpu);
+            e.model = e.model.resized(sizes).map_err(js)?;
+            let mut report = |line: &str| {
+                let _ = progress.call1(&JsValue::NULL, &JsValue::from_str(line));
+            };
+            let result = bench::run(e, &options, &mut report).await.map_err(js)?;
+            Ok(json(&result))
+        })
+        .await
+    }
+
+    /// The last position's logits over the whole vocabulary for `ids` (a diagnostic: tests
+    /// compare them with the native engine's).
+    pub async fn logits(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
+        self.with(async |e| {
+            let n = ids.len().max(1);
+            let options = ModelOptions { max_tokens: n, kv_slots: 1, kv_capacity: n, max_rows: 1, max_choice_ids: 1 };
+            e.model = e.model.resized(options).map_err(js)?;
+            let readout = Readout { rows: Rows::Last, head: Head::Logits, hidden: false };
+            let mut out = e.model.prefill(&[Sequence { slot: 0, tokens: &ids }], readout).await.map_err(js)?;
+            Ok(out.rows.remove(0).logits)
+        })
+        .await
+    }
+
+    /// Token count of a judgment's prompt (for the page's prompt-length display).
+    #[wasm_bindgen(js_name = promptTokens)]
+    pub fn prompt_tokens(&self, system: Option<String>, user: &str, prefix: &str) -> Result<usize, JsError> {
+        self.with_now(|e| {
+            let text = e.tokenizer.chat_prompt(system.as_deref(), user, prefix).map_err(js)?;
+            Ok(e.tokenizer.encode(&text).map_err(js)?.len())
+        })
     }
 }
