@@ -42,10 +42,12 @@ function send(res, status, text) {
   res.end(text + '\n');
 }
 
-async function handle(root, req, res) {
+async function handle(root, mounts, req, res) {
   if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method not allowed');
   const urlPath = req.url.split(/[?#]/)[0]; // raw: new URL() would hide '..' segments
-  let file = resolveInRoot(root, urlPath);
+  // A mount serves another folder under a URL prefix (tests serve fixtures as bundled models).
+  const mount = Object.keys(mounts).find((prefix) => urlPath.startsWith(prefix));
+  let file = mount ? resolveInRoot(mounts[mount], '/' + urlPath.slice(mount.length)) : resolveInRoot(root, urlPath);
   if (!file) return send(res, 403, 'forbidden');
   let info = await stat(file).catch(() => null);
   if (info?.isDirectory()) {
@@ -69,13 +71,15 @@ async function handle(root, req, res) {
 }
 
 /**
- * Serves `root` on 127.0.0.1:`port` (0: a free port).
+ * Serves `root` on 127.0.0.1:`port` (0: a free port); `mounts` maps URL prefixes such as
+ * '/models/tiny/' to other folders.
  * @returns {Promise<{url: string, close: () => Promise<void>}>} url ends with '/'.
  */
-export async function startServer(root, port = 0) {
+export async function startServer(root, port = 0, mounts = {}) {
   const absRoot = path.resolve(root);
+  const absMounts = Object.fromEntries(Object.entries(mounts).map(([k, v]) => [k, path.resolve(v)]));
   const server = createServer((req, res) => {
-    handle(absRoot, req, res).catch((e) => {
+    handle(absRoot, absMounts, req, res).catch((e) => {
       if (!res.headersSent) send(res, 500, String(e));
       else res.destroy();
     });

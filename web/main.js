@@ -1,63 +1,411 @@
-// Placeholder page: the wasm tokenizer on the bundled Qwen2.5 tokenizer, token ids shown live.
-// window.onetoken = { ready: Promise, tokenize(text) -> number[] } is what the browser tests use.
-import init, { WebTokenizer } from './pkg/onetoken.js';
+// The page: inputs, the engine worker, charts, Korean/English, embed mode, and the scripting
+// API `window.onetoken` ({ready, judge, bench, load, batch, logits}) that the wiki and the
+// browser tests use. Nothing here computes: the worker runs the engine.
+import * as charts from './charts.js';
+import { EngineClient } from './engine-client.js';
+import en from './i18n/en.js';
+import ko from './i18n/ko.js';
+import { PRESETS, userMessage } from './presets.js';
 
-const ASSETS = './pkg/assets/qwen2.5/';
+const STRINGS = { ko, en };
+const params = new URLSearchParams(location.search);
 const $ = (id) => document.getElementById(id);
+const embed = params.get('embed') === '1';
+let lang = params.get('lang') ?? (navigator.language?.toLowerCase().startsWith('ko') ? 'ko' : 'en');
+if (!STRINGS[lang]) lang = 'en';
+const t = () => STRINGS[lang];
+const fill = (text, values) => text.replace(/\{(\w+)\}/g, (_, k) => values[k] ?? '');
 
-async function fetchBytes(url) {
-  const res = await fetch(url);
-  if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
-  return new Uint8Array(await res.arrayBuffer());
+const client = new EngineClient();
+let choices = [];
+let lastJudgments = [];
+let lastReport = null;
+let modelInfo = null;
+
+// ---- Language -------------------------------------------------------------------------
+function applyLanguage() {
+  document.documentElement.lang = lang;
+  for (const el of document.querySelectorAll('[data-i18n]')) el.textContent = t()[el.dataset.i18n];
+  for (const el of document.querySelectorAll('[data-i18n-placeholder]')) el.placeholder = t()[el.dataset.i18nPlaceholder];
+  $('lang-ko').setAttribute('aria-pressed', lang === 'ko');
+  $('lang-en').setAttribute('aria-pressed', lang === 'en');
+  const preset = $('preset');
+  const selected = preset.value;
+  preset.replaceChildren(...Object.keys(PRESETS).map((k) => new Option(t().presetNames[k], k)));
+  if (selected) preset.value = selected;
+  renderChoices();
+  renderResults();
+  renderBench();
 }
 
-let tokenizer = null;
-
-async function load() {
-  await init();
-  const [json, config] = await Promise.all([
-    fetchBytes(ASSETS + 'tokenizer.json'),
-    fetchBytes(ASSETS + 'tokenizer_config.json'),
-  ]);
-  tokenizer = new WebTokenizer(json, config);
+function setLanguage(next) {
+  lang = next;
+  applyLanguage();
 }
 
-function tokenize(text) {
-  if (!tokenizer) throw new Error('onetoken: the tokenizer is not loaded yet (await onetoken.ready)');
-  return Array.from(tokenizer.encode(text));
+// ---- Inputs ---------------------------------------------------------------------------
+function renderChoices() {
+  $('chips').replaceChildren(
+    ...choices.map((c, i) => {
+      const chip = document.createElement('span');
+      chip.className = 'chip';
+      const text = document.createElement('span');
+      text.textContent = c;
+      const remove = document.createElement('button');
+      remove.type = 'button';
+      remove.textContent = '×';
+      remove.title = t().removeChoice;
+      remove.setAttribute('aria-label', `${t().removeChoice} ${c}`);
+      remove.onclick = () => {
+        choices.splice(i, 1);
+        renderChoices();
+      };
+      chip.append(text, remove);
+      return chip;
+    }),
+  );
 }
 
-function showIds() {
-  const ids = tokenize($('text').value);
-  $('count').textContent = `${ids.length} tokens:`;
-  $('ids').textContent = ids.join(' ');
+function addChoice() {
+  const value = $('choice-new').value;
+  if (!value.trim()) return;
+  choices.push(value);
+  $('choice-new').value = '';
+  renderChoices();
 }
 
-async function showGpu() {
-  if (!navigator.gpu) {
-    $('gpu').textContent = 'not available in this browser';
-    return;
+function applyPreset(name) {
+  const p = PRESETS[name];
+  if (!p) return;
+  $('system').value = p.system;
+  $('document').value = p.document;
+  $('question').value = p.question;
+  choices = [...p.choices];
+  renderChoices();
+}
+
+/** The request the inputs describe (the CLI's request format). */
+function currentRequest() {
+  const request = {
+    system: $('system').value.trim() || undefined,
+    user: userMessage($('document').value, $('question').value),
+    choices: [...choices],
+    prefix: $('prefix').value,
+  };
+  return request;
+}
+
+// ---- Status and errors ----------------------------------------------------------------
+function showError(e) {
+  const message = e?.message ?? String(e);
+  const lost = /device was lost/i.test(message);
+  $('error-text').textContent = message === 'NO_WEBGPU' ? t().noWebgpu : lost ? `${t().deviceLost} (${message})` : message;
+  $('reload').hidden = !lost;
+  $('error').hidden = false;
+  postHeight();
+}
+
+function clearError() {
+  $('error').hidden = true;
+}
+
+function setBusy(busy) {
+  for (const b of document.querySelectorAll('button.run, #batch-run, #bench-run, #model-load')) b.disabled = busy;
+}
+
+/** Runs `work` with the buttons disabled; errors are shown, inputs are never touched. */
+async function guarded(work) {
+  clearError();
+  setBusy(true);
+  try {
+    return await work();
+  } catch (e) {
+    showError(e);
+    throw e;
+  } finally {
+    setBusy(false);
+    postHeight();
   }
-  const adapter = await navigator.gpu.requestAdapter().catch(() => null);
-  const info = adapter?.info;
-  $('gpu').textContent = !adapter
-    ? 'navigator.gpu exists, but no adapter was found'
-    : `available (${[info?.vendor, info?.architecture, info?.description].filter(Boolean).join(', ') || 'adapter found'})`;
 }
 
-const ready = load();
-window.onetoken = { ready, tokenize };
+// ---- Model ----------------------------------------------------------------------------
+function parseModel(value) {
+  const [kind, ...rest] = value.split(':');
+  const arg = rest.join(':');
+  if (kind === 'synthetic') return { kind, name: arg || 'qwen2.5-0.5b' };
+  if (kind === 'folder') return { kind, name: arg };
+  if (kind === 'url') return { kind, url: arg };
+  throw new Error(`unknown model ${value} (synthetic:NAME, folder:NAME or url:REPO)`);
+}
 
-showGpu();
-ready.then(
-  () => {
-    $('status').textContent = 'Tokenizer loaded. Type to see the token ids.';
-    $('text').disabled = false;
-    $('text').addEventListener('input', showIds);
-    showIds();
+function selectedSource() {
+  const kind = $('model-kind').value;
+  if (kind.startsWith('synthetic:')) return parseModel(kind);
+  if (kind === 'folder') return { kind, name: $('model-folder').value };
+  if (kind === 'url') return { kind, url: $('model-url').value };
+  return { kind: 'files', files: [...$('model-files').files] };
+}
+
+function showProgress(p) {
+  const bar = $('model-progress');
+  if (p.phase === 'weights' && p.total) {
+    bar.hidden = false;
+    bar.max = p.total;
+    bar.value = p.loaded;
+    const values = { mb: (p.loaded / 1e6).toFixed(0), total: (p.total / 1e6).toFixed(0), rate: p.mbPerS.toFixed(1), left: Math.max(0, p.secondsLeft).toFixed(0) };
+    $('model-status').textContent = `${p.file}: ${fill(p.cached ? t().progressCached : t().progress, values)}`;
+  } else {
+    $('model-status').textContent = `${t().loading} ${p.phase}${p.file ? ` (${p.file})` : ''}`;
+  }
+}
+
+async function load(source) {
+  return guarded(async () => {
+    $('model-status').textContent = t().loading;
+    modelInfo = null;
+    const result = await client.call('load', { source }, showProgress);
+    modelInfo = result.info;
+    $('model-progress').hidden = true;
+    const name = source.kind === 'files' ? source.files.map((f) => f.name).join(', ') : source.name ?? source.url;
+    $('model-status').textContent = `${t().loaded}: ${name} — ${(modelInfo.parameters / 1e6).toFixed(0)}M, ${modelInfo.layers} layers, hidden ${modelInfo.hidden_size}`;
+    $('synthetic-note').hidden = !modelInfo.synthetic;
+    refreshCaches();
+    return modelInfo;
+  });
+}
+
+async function refreshCaches() {
+  const { files, bytes } = await client.call('caches').catch(() => ({ files: [], bytes: 0 }));
+  const list = $('cache-list');
+  list.replaceChildren(
+    ...(files.length
+      ? files.map((f) => Object.assign(document.createElement('li'), { textContent: `${f.url} (${(f.bytes / 1e6).toFixed(1)} MB)` }))
+      : [Object.assign(document.createElement('li'), { textContent: t().cachesEmpty })]),
+  );
+  list.dataset.bytes = bytes;
+}
+
+async function listFolders() {
+  // A static host cannot list directories: models/index.json names the bundled folders.
+  const res = await fetch('./models/index.json').catch(() => null);
+  const names = res?.ok ? await res.json().catch(() => []) : [];
+  $('model-folder').replaceChildren(...names.map((n) => new Option(n, n)));
+}
+
+function showModelInputs() {
+  const kind = $('model-kind').value;
+  $('model-folder').hidden = kind !== 'folder';
+  $('model-url').hidden = kind !== 'url';
+  $('model-files').hidden = kind !== 'files';
+  $('files-hint').hidden = kind !== 'files';
+  $('drop').hidden = kind !== 'files';
+}
+
+// ---- Judging ----------------------------------------------------------------------------
+async function judge(request, strategy = 'b', topK = 0) {
+  if (!modelInfo) throw new Error('no model is loaded yet');
+  return client.call('judge', { request, strategy, topK });
+}
+
+async function run(strategy) {
+  return guarded(async () => {
+    $('run-status').textContent = t().busy;
+    const request = currentRequest();
+    const records = strategy === 'both' ? await judge(request, 'all') : [await judge(request, strategy)];
+    lastJudgments = strategy === 'both' ? records.filter((r) => r.strategy !== 'a-free') : records;
+    $('run-status').textContent = '';
+    renderResults();
+    return records;
+  });
+}
+
+function renderResults() {
+  if (!lastJudgments.length) return;
+  $('result-section').hidden = false;
+  const main = lastJudgments.find((r) => r.strategy === 'b') ?? lastJudgments[0];
+  const parts = [
+    main.choice != null ? `${main.choice}` : t().noChoice,
+    fill(t().promptTokens, { n: main.prompt_tokens }),
+    fill(t().decodeSteps, { n: main.decode_steps }),
+    `${t().generated}: ${JSON.stringify(main.generated_text)}`,
+    `${charts.formatMs(main.timings_ms.total)} (${t().wallTime})`,
+  ];
+  if (main.gpu_timings_ms) {
+    const gpu = main.gpu_timings_ms.prefill + main.gpu_timings_ms.decode.reduce((a, b) => a + b, 0);
+    parts.push(`${charts.formatMs(gpu)} (${t().gpuTime})`);
+  }
+  $('answer').textContent = parts.join(' · ');
+  charts.probabilityBars($('chart-probs'), currentChoicesFor(main), main.probs, main.choice_index, t().charts);
+  charts.stackedBars($('chart-ab'), lastJudgments, t().charts);
+  const a = lastJudgments.find((r) => r.strategy === 'a') ?? main;
+  charts.timeline($('chart-timeline'), a, t().charts);
+  $('synthetic-note').hidden = !main.synthetic;
+}
+
+function currentChoicesFor(record) {
+  return record.probs.length === choices.length ? choices : record.probs.map((_, i) => `#${i + 1}`);
+}
+
+async function runBatch() {
+  return guarded(async () => {
+    const doc = $('document').value;
+    const questions = $('batch-questions').value.split('\n').map((q) => q.trim()).filter(Boolean);
+    const requests = questions.map((q) => ({ ...currentRequest(), user: userMessage(doc, q) }));
+    $('batch-status').textContent = t().busy;
+    const result = await client.call('batch', { requests, sharedPrefix: $('batch-shared').checked });
+    const b = result.batch;
+    $('batch-status').textContent = `${b.judgments} × 1 token · ${charts.formatMs(b.timings_ms.total)} · ${b.judgments_per_s.toFixed(2)} ${t().charts.throughput} · ${fill(t().promptTokens, { n: b.batch_prefill_tokens + b.shared_prefix_tokens })}`;
+    const rows = result.judgments.map((j, i) => {
+      const tr = document.createElement('tr');
+      for (const text of [questions[i], j.choice, `${(100 * Math.max(...j.probs)).toFixed(1)} %`]) {
+        tr.append(Object.assign(document.createElement('td'), { textContent: text }));
+      }
+      return tr;
+    });
+    $('batch-table').tBodies[0].replaceChildren(...rows);
+    $('batch-table').hidden = false;
+    return result;
+  });
+}
+
+// ---- Benchmark --------------------------------------------------------------------------
+const numbers = (text) => text.split(/[\s,]+/).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+
+async function bench(options) {
+  if (!modelInfo) throw new Error('no model is loaded yet');
+  return guarded(async () => {
+    const report = await client.call('bench', { options }, (p) => {
+      $('bench-status').textContent = `${t().benchRunning} ${p.line}`;
+    });
+    $('bench-status').textContent = '';
+    lastReport = report;
+    renderBench();
+    return report;
+  });
+}
+
+function renderBench() {
+  if (!lastReport) return;
+  $('bench-results').hidden = false;
+  const m = lastReport.cost_model;
+  $('cost-model').textContent = m
+    ? `${fill(t().costModel, { a: m.prefill.fixed_ms.toFixed(1), b: m.prefill.per_token_ms.toFixed(3), d: m.decode_ms.toFixed(1) })} · ${fill(t().decodePerStep, { ms: lastReport.decode_ms_per_step.toFixed(1) })}`
+    : fill(t().decodePerStep, { ms: lastReport.decode_ms_per_step.toFixed(1) });
+  charts.sweep($('chart-sweep'), lastReport, t().charts);
+  charts.batchChart($('chart-batch'), lastReport, t().charts);
+  charts.roofline($('chart-roofline'), lastReport, t().charts);
+}
+
+// ---- Embed ------------------------------------------------------------------------------
+function postHeight() {
+  if (embed && window.parent !== window) {
+    window.parent.postMessage({ type: 'onetoken:height', height: document.documentElement.scrollHeight }, '*');
+  }
+}
+
+// ---- Start --------------------------------------------------------------------------------
+function wire() {
+  $('lang-ko').onclick = () => setLanguage('ko');
+  $('lang-en').onclick = () => setLanguage('en');
+  $('preset').onchange = () => applyPreset($('preset').value);
+  $('choice-add').onclick = addChoice;
+  $('choice-new').onkeydown = (e) => e.key === 'Enter' && addChoice();
+  for (const b of document.querySelectorAll('button.run')) b.onclick = () => run(b.dataset.strategy).catch(() => {});
+  $('batch-run').onclick = () => runBatch().catch(() => {});
+  $('bench-run').onclick = () => bench({ lengths: numbers($('bench-lengths').value), batch_sizes: numbers($('bench-batches').value), repeats: 1 }).catch(() => {});
+  $('model-kind').onchange = showModelInputs;
+  $('model-load').onclick = () => load(selectedSource()).catch(() => {});
+  $('reload').onclick = () => load(selectedSource()).catch(() => {});
+  $('cache-clear').onclick = async () => {
+    await client.call('clearCaches');
+    refreshCaches();
+  };
+  const drop = $('drop');
+  drop.ondragover = (e) => e.preventDefault();
+  drop.ondrop = (e) => {
+    e.preventDefault();
+    load({ kind: 'files', files: [...e.dataTransfer.files] }).catch(() => {});
+  };
+  if (embed) {
+    document.body.classList.add('embed');
+    const full = new URL(location.href);
+    full.searchParams.delete('embed');
+    $('embed-open').href = full.href;
+    new ResizeObserver(postHeight).observe(document.body);
+  }
+}
+
+function presetFromUrl() {
+  applyPreset('colors');
+  $('prefix').value = params.get('prefix') ?? '{"choice": "';
+  if (params.has('system')) $('system').value = params.get('system');
+  if (params.has('doc')) $('document').value = params.get('doc');
+  if (params.has('q')) $('question').value = params.get('q');
+  if (params.has('choices')) choices = params.get('choices').split('|').filter((c) => c.trim());
+  $('batch-questions').value = ['What color is the sky?', 'Is it night?', 'Which wavelengths scatter most?'].join('\n');
+}
+
+async function start() {
+  wire();
+  presetFromUrl();
+  applyLanguage();
+  $('gpu-info').textContent = t().gpuChecking;
+  if ('serviceWorker' in navigator) navigator.serviceWorker.register('./sw.js').catch(() => {});
+  const { gpu, adapter } = await client.call('init').catch((e) => {
+    $('gpu-info').textContent = e.message === 'NO_WEBGPU' ? t().noWebgpu : e.message;
+    showError(e);
+    throw e;
+  });
+  const features = adapter.features.includes('shader-f16') ? 'shader-f16' : 'no shader-f16';
+  $('gpu-info').textContent = `${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' ') || gpu.name} · ${features} · timestamp-query ${gpu.timestamps ? '✓' : '✗'} · max binding ${(gpu.max_binding / 2 ** 20).toFixed(0)} MiB`;
+  await listFolders();
+  const modelParam = params.get('model') ?? 'synthetic:qwen2.5-0.5b';
+  const source = parseModel(modelParam);
+  $('model-kind').value = source.kind === 'synthetic' ? modelParam : source.kind;
+  if (source.kind === 'folder') {
+    if (![...$('model-folder').options].some((o) => o.value === source.name)) $('model-folder').append(new Option(source.name, source.name));
+    $('model-folder').value = source.name;
+  }
+  if (source.kind === 'url') $('model-url').value = source.url;
+  showModelInputs();
+  await load(source);
+  if (params.has('strategy')) await run(params.get('strategy'));
+}
+
+const ready = start();
+ready.catch(() => {});
+
+window.onetoken = {
+  /** Resolves once the default (or ?model=) model is loaded. */
+  ready,
+  /** judge({system?, user, choices, prefix?, strategy?}) -> the CLI's judgment record ('all': a list). */
+  judge: async ({ strategy = 'b', ...request }) => {
+    await ready;
+    return judge(request, strategy);
   },
-  (e) => {
-    $('status').textContent = `Could not load the tokenizer: ${e.message ?? e}`;
-    $('status').className = 'error';
+  /** batch([requests], sharedPrefix) -> {batch, judgments}. */
+  batch: async (requests, sharedPrefix = true) => {
+    await ready;
+    return client.call('batch', { requests, sharedPrefix });
   },
-);
+  /** bench({lengths, batch_sizes, repeats}) -> the benchmark report (also charted). */
+  bench: async (options = {}) => {
+    await ready;
+    return bench(options);
+  },
+  /** load({kind: 'synthetic'|'folder'|'url', name|url}) -> model info. */
+  load: (source) => load(source),
+  /** Token ids of `text` with the loaded model's tokenizer. */
+  tokenize: async (text) => {
+    await ready;
+    return client.call('tokenize', { text });
+  },
+  /** Full-vocabulary logits of the last position (a diagnostic for tests). */
+  logits: (ids) => client.call('logits', { ids }),
+  /** Re-renders results after a scripted run (the charts of window.onetoken.judge calls). */
+  show: (records) => {
+    lastJudgments = Array.isArray(records) ? records : [records];
+    renderResults();
+  },
+  setLanguage,
+};

@@ -278,6 +278,11 @@ impl WebEngine {
         .await
     }
 
+    /// Token ids of `text` with the model's tokenizer (no chat template).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, JsError> {
+        self.with_now(|e| e.tokenizer.encode(text).map_err(js))
+    }
+
     /// Token count of a judgment's prompt (for the page's prompt-length display).
     #[wasm_bindgen(js_name = promptTokens)]
     pub fn prompt_tokens(&self, system: Option<String>, user: &str, prefix: &str) -> Result<usize, JsError> {

@@ -33,13 +33,13 @@ const CHROMIUM_ARGS = [
  * `open(relPath)` opens a page and collects its console errors and uncaught exceptions
  * in `errors` (strings); `close()` stops the browser, the server and removes the profile.
  */
-export async function openBrowser({ root = WEB } = {}) {
+export async function openBrowser({ root = WEB, mounts = {} } = {}) {
   if (root === WEB) {
     await access(path.join(WEB, 'pkg/onetoken.js')).catch(() => {
       throw new Error('web/pkg/onetoken.js is missing: build it with `bash scripts/build-wasm.sh`');
     });
   }
-  const server = await startServer(root, 0);
+  const server = await startServer(root, 0, mounts);
   const profile = await mkdtemp(path.join(tmpdir(), 'onetoken-chromium-'));
   let context;
   try {
@@ -73,5 +73,5 @@ export async function openBrowser({ root = WEB } = {}) {
     await rm(profile, { recursive: true, force: true });
   }
 
-  return { url: server.url, open, close };
+  return { url: server.url, open, close, context };
 }

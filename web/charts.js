@@ -1,0 +1,565 @@
+// Small hand-written SVG charts for the timing results (no libraries, no innerHTML).
+//
+// Every chart function takes a container element, clears it and appends one responsive <svg>
+// (viewBox sized to the container's width, width="100%"), plus `t`, an object of
+// already-translated label strings. Colours come from CSS classes only (see style.css):
+// bar-prefill, bar-decode (.alt), bar-a, bar-b, bar-bfull, line-fit, point-measured, axis,
+// grid, label, value, chosen; plus bar-peak (roofline device peak) and bar-prob (the
+// probability bars that are not chosen), which the page may style.
+// Drawn data elements carry data-kind (and data-series where there are several series),
+// so tests can count them with querySelectorAll('[data-kind=...]').
+// Nothing here touches `document` at import time.
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+const FONT = 11; // px; matches .label/.value in style.css, used to estimate text widths
+const MIN_W = 320;
+const MAX_W = 900;
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+/** Formats a duration in ms with its unit: 0.0123 -> "0.012 ms", 15.2 -> "15.2 ms", 15234 -> "15.2 s". */
+export function formatMs(x) {
+  if (typeof x !== 'number' || !Number.isFinite(x)) return '– ms';
+  const a = Math.abs(x);
+  if (a >= 10000) return `${(x / 1000).toFixed(1)} s`;
+  if (a >= 1000) return `${(x / 1000).toFixed(2)} s`;
+  if (a >= 100) return `${x.toFixed(0)} ms`;
+  if (a >= 1) return `${x.toFixed(1)} ms`;
+  return `${Number(x.toPrecision(2))} ms`;
+}
+
+/** A number with a sensible number of decimals (for GB/s, GFLOP/s, judgments/s, ×). */
+function formatNum(x) {
+  const a = Math.abs(x);
+  if (a >= 100) return x.toFixed(0);
+  if (a >= 10) return x.toFixed(1);
+  return String(Number(x.toFixed(2)));
+}
+
+/** Tick labels: like formatMs / formatNum but without trailing zeros ("20 ms", "1.5 s"). */
+const tickMs = (v) => formatMs(v).replace(/(\.\d*[1-9])0+ /, '$1 ').replace(/\.0+ /, ' ');
+const tickNum = (v) => String(Number(v.toPrecision(6)));
+
+const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+const nums = (v) => (Array.isArray(v) ? v.filter(isNum) : []);
+const sum = (xs) => xs.reduce((s, x) => s + x, 0);
+const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
+const rd = (v) => Math.round(v * 10) / 10; // keeps the SVG text short
+const tx = (t, key) => (t && t[key] != null ? String(t[key]) : key);
+const stratName = (t, s) => (t && t.strategy && t.strategy[s] != null ? String(t.strategy[s]) : s);
+
+function median(xs) {
+  const s = nums(xs).sort((a, b) => a - b);
+  if (!s.length) return 0;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** Rough width of a label in px (wide glyphs for Hangul/CJK). */
+function textWidth(s, size = FONT) {
+  let w = 0;
+  for (const ch of String(s)) w += ch.codePointAt(0) >= 0x1100 ? size : size * 0.62;
+  return w;
+}
+
+/** Shortens `s` with an ellipsis so that it fits in `maxW` px. */
+function fit(s, maxW) {
+  s = String(s);
+  if (textWidth(s) <= maxW) return s;
+  const chars = Array.from(s);
+  while (chars.length > 1 && textWidth(chars.join('') + '…') > maxW) chars.pop();
+  return chars.join('') + '…';
+}
+
+/** Creates an SVG element with attributes (null/undefined skipped) and optional text. */
+function node(parent, tag, attrs = {}, text) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v != null) e.setAttribute(k, String(v));
+  if (text != null) e.textContent = String(text);
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+const text = (p, x, y, s, attrs = {}) =>
+  node(p, 'text', { x: rd(x), y: rd(y), class: 'label', ...attrs }, s);
+const rect = (p, x, y, w, h, attrs = {}) =>
+  node(p, 'rect', { x: rd(x), y: rd(y), width: rd(Math.max(0, w)), height: rd(h), ...attrs });
+const line = (p, x1, y1, x2, y2, cls, attrs = {}) =>
+  node(p, 'line', { x1: rd(x1), y1: rd(y1), x2: rd(x2), y2: rd(y2), class: cls, ...attrs });
+/** Adds a hover tooltip. */
+const tip = (e, s) => (node(e, 'title', {}, s), e);
+
+/** Clears `el` and appends an empty chart svg; call size() once the height is known. */
+function frame(el, ariaLabel) {
+  el.replaceChildren();
+  const w = Math.round(clamp(el.clientWidth || 640, MIN_W, MAX_W));
+  const svg = node(el, 'svg', {
+    width: '100%', role: 'img', 'aria-label': ariaLabel, 'font-size': FONT, class: 'chart',
+  });
+  return { svg, w };
+}
+const size = (svg, w, h) => svg.setAttribute('viewBox', `0 0 ${w} ${Math.ceil(h)}`);
+
+/** The no-data placeholder: a short text only. */
+function noData(el, t) {
+  const msg = tx(t, 'noData');
+  const { svg, w } = frame(el, msg);
+  text(svg, w / 2, 22, msg, { 'text-anchor': 'middle', 'data-kind': 'nodata' });
+  size(svg, w, 36);
+}
+
+/** "Nice" ticks 0..top for a maximum value, about `count` of them. */
+function niceTicks(max, count) {
+  if (!(max > 0)) max = 1;
+  const raw = max / Math.max(1, count);
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].find((m) => m * mag >= raw) * mag;
+  const top = Math.ceil(max / step - 1e-9) * step;
+  const ticks = [];
+  for (let v = 0; v <= top + step / 2; v += step) ticks.push(Number(v.toPrecision(12)));
+  return { ticks, top };
+}
+
+/**
+ * Horizontal grid lines with their labels written just above each line, inside the plot
+ * (keeps narrow panels free of a wide label margin); the 0 line is the unlabelled axis.
+ */
+function yGrid(g, box, max, fmt) {
+  const { ticks, top } = niceTicks(max, clamp(Math.floor(box.h / 38), 2, 6));
+  const sy = (v) => box.y + box.h - (v / top) * box.h;
+  for (const v of ticks) {
+    line(g, box.x, sy(v), box.x + box.w, sy(v), v === 0 ? 'axis' : 'grid');
+    if (v !== 0) text(g, box.x + 2, sy(v) - 3, fmt(v));
+  }
+  return sy;
+}
+
+/** Tick marks and labels along y; labels that would overlap (or leave [x0, x1]) are skipped. */
+function xTicks(g, ticks, y, x0, x1) {
+  let right = -Infinity;
+  for (const { x, s } of ticks) {
+    line(g, x, y, x, y + 4, 'axis');
+    const w = textWidth(s);
+    let anchor = 'middle', l = x - w / 2;
+    if (l + w > x1) { anchor = 'end'; l = x - w; }
+    if (l < x0) { anchor = 'start'; l = x; }
+    if (l < right + 8) continue;
+    text(g, x, y + 15, s, { 'text-anchor': anchor });
+    right = l + w;
+  }
+}
+
+/**
+ * A legend row (wraps when too wide). items: {cls, label, shape: 'rect'|'dot'|'line'}.
+ * Returns the height used.
+ */
+function legend(g, items, x0, y, maxW) {
+  let x = x0, rows = 1;
+  for (const it of items) {
+    const w = 16 + textWidth(it.label) + 14;
+    if (x > x0 && x + w > x0 + maxW) { x = x0; y += 16; rows++; }
+    if (it.shape === 'line') line(g, x, y, x + 12, y, it.cls);
+    else if (it.shape === 'dot') node(g, 'circle', { cx: x + 6, cy: y, r: 4, class: it.cls });
+    else rect(g, x, y - 5, 12, 10, { class: it.cls });
+    text(g, x + 16, y, it.label, { dy: '0.35em' });
+    x += w;
+  }
+  return rows * 16;
+}
+
+/** Joins 2+ points with plain <line> segments (no fill to worry about, whatever the CSS says). */
+function polyline(g, pts, cls, attrs) {
+  if (pts.length < 2) return null;
+  const grp = node(g, 'g', attrs);
+  for (let i = 1; i < pts.length; i++) line(grp, pts[i - 1][0], pts[i - 1][1], pts[i][0], pts[i][1], cls);
+  return grp;
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. A vs B: one horizontal stacked bar per judgment (prefill, then each decode step).
+
+export function stackedBars(el, judgments, t) {
+  const recs = (Array.isArray(judgments) ? judgments : []).filter((j) => j && j.timings_ms);
+  if (!recs.length) return noData(el, t);
+  const { svg, w } = frame(el, `${tx(t, 'prefill')} + ${tx(t, 'decode')} (${tx(t, 'ms')})`);
+
+  const parts = recs.map((j) => {
+    const prefill = isNum(j.timings_ms.prefill) ? j.timings_ms.prefill : 0;
+    const decode = nums(j.timings_ms.decode);
+    const drawn = prefill + sum(decode);
+    return { j, prefill, decode, total: isNum(j.timings_ms.total) ? j.timings_ms.total : drawn };
+  });
+  const labelW = clamp(Math.max(...recs.map((j) => textWidth(stratName(t, j.strategy)))) + 10, 40, w * 0.3);
+  const valueW = 60;
+  const x0 = labelW, plotW = w - labelW - valueW;
+  const { ticks, top } = niceTicks(Math.max(...parts.map((p) => Math.max(p.total, p.prefill + sum(p.decode)))), Math.floor(plotW / 90));
+  const sx = (v) => x0 + (v / top) * plotW;
+
+  let y = 10;
+  y += legend(svg, [
+    { cls: 'bar-prefill', label: tx(t, 'prefill') },
+    { cls: 'bar-decode', label: tx(t, 'decode') },
+  ], x0, y, plotW) + 4;
+
+  const barH = 18, gap = 10;
+  const plotTop = y;
+  for (const { j, prefill, decode, total } of parts) {
+    const g = node(svg, 'g', { 'data-strategy': j.strategy });
+    text(g, x0 - 6, y + barH / 2, fit(stratName(t, j.strategy), labelW - 8), { 'text-anchor': 'end', dy: '0.35em' });
+    tip(rect(g, sx(0), y, sx(prefill) - sx(0), barH, { class: 'bar-prefill', 'data-kind': 'prefill' }),
+      `${tx(t, 'prefill')}: ${formatMs(prefill)}`);
+    let at = prefill;
+    decode.forEach((d, i) => {
+      tip(rect(g, sx(at), y, sx(at + d) - sx(at), barH, {
+        class: i % 2 ? 'bar-decode alt' : 'bar-decode', 'data-kind': 'decode', 'data-step': i + 1,
+      }), `${tx(t, 'decode')} ${i + 1}: ${formatMs(d)}`);
+      at += d;
+    });
+    text(g, sx(Math.max(at, total)) + 4, y + barH / 2, formatMs(total), { class: 'value', dy: '0.35em', 'data-kind': 'total' });
+    y += barH + gap;
+  }
+
+  // x axis in ms, with faint grid lines behind the bars
+  const axisY = y - gap + 4;
+  const grid = node(svg, 'g');
+  svg.insertBefore(grid, svg.firstChild);
+  for (const v of ticks) line(grid, sx(v), plotTop - 4, sx(v), axisY, 'grid');
+  line(svg, x0, axisY, x0 + plotW, axisY, 'axis');
+  xTicks(svg, ticks.map((v) => ({ x: sx(v), s: tickMs(v) })), axisY, 0, w);
+  y = axisY + 36;
+
+  // speed-up of A (wall total) over each B record
+  const a = parts.find((p) => p.j.strategy === 'a') ?? parts.find((p) => p.j.strategy === 'a-free');
+  if (a) {
+    for (const b of parts.filter((p) => String(p.j.strategy).startsWith('b') && p.total > 0)) {
+      const s = `${tx(t, 'speedup')} ${stratName(t, a.j.strategy)} / ${stratName(t, b.j.strategy)} = ${formatNum(a.total / b.total)}×`;
+      text(svg, x0, y, fit(s, w - x0), { class: 'value', 'data-kind': 'speedup' });
+      y += 17;
+    }
+  }
+  size(svg, w, y - 4);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Per-step timeline of one judgment: wall-clock blocks, and the GPU time of each step.
+
+export function timeline(el, judgment, t) {
+  const tm = judgment && judgment.timings_ms;
+  if (!tm || !isNum(tm.prefill)) return noData(el, t);
+  const { svg, w } = frame(el, `${tx(t, 'wall')} (${tx(t, 'ms')})`);
+
+  const wall = [tm.prefill, ...nums(tm.decode)];
+  const g = judgment.gpu_timings_ms;
+  const gpu = g && isNum(g.prefill) ? [g.prefill, ...nums(g.decode)] : null;
+  const starts = [];
+  wall.reduce((at, d) => (starts.push(at), at + d), 0);
+  const end = Math.max(sum(wall), ...(gpu ? gpu.map((d, i) => (starts[i] ?? 0) + d) : []));
+
+  const labelW = clamp(Math.max(textWidth(tx(t, 'wall')), gpu ? textWidth(tx(t, 'gpu')) : 0) + 10, 30, w * 0.25);
+  const x0 = labelW, plotW = w - labelW - 10;
+  const { ticks, top } = niceTicks(end, Math.floor(plotW / 90));
+  const sx = (v) => x0 + (v / top) * plotW;
+
+  // one row of blocks; the step label ("P", "1".."N") only where it fits
+  const row = (durs, y, h, kindPrefix, withText) => durs.forEach((d, i) => {
+    if (i >= starts.length) return;
+    const x = sx(starts[i]), bw = sx(starts[i] + d) - x;
+    const cls = i === 0 ? 'bar-prefill' : i % 2 ? 'bar-decode' : 'bar-decode alt';
+    const step = i === 0 ? 'P' : String(i);
+    tip(rect(svg, x, y, bw > 2 ? bw - 1 : bw, h, {
+      class: cls + (kindPrefix ? ' gpu' : ''), 'data-kind': kindPrefix + (i === 0 ? 'prefill' : 'decode'), 'data-step': i,
+    }), `${step}: ${formatMs(d)}`);
+    if (withText && bw >= textWidth(step) + 6) {
+      text(svg, x + bw / 2, y + h / 2, step, { class: 'value', 'text-anchor': 'middle', dy: '0.35em' });
+    }
+  });
+
+  let y = 8;
+  const wallH = 30, gpuH = 14;
+  for (const v of ticks) line(svg, sx(v), y - 2, sx(v), y + wallH + (gpu ? gpuH + 8 : 0) + 2, 'grid');
+  text(svg, x0 - 6, y + wallH / 2, fit(tx(t, 'wall'), labelW - 8), { 'text-anchor': 'end', dy: '0.35em' });
+  row(wall, y, wallH, '', true);
+  y += wallH + 8;
+  if (gpu) {
+    text(svg, x0 - 6, y + gpuH / 2, fit(tx(t, 'gpu'), labelW - 8), { 'text-anchor': 'end', dy: '0.35em' });
+    row(gpu, y, gpuH, 'gpu-', false);
+    y += gpuH + 6;
+  }
+  line(svg, x0, y, x0 + plotW, y, 'axis');
+  xTicks(svg, ticks.map((v) => ({ x: sx(v), s: tickMs(v) })), y, 0, w);
+  size(svg, w, y + 22);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Sweep over prompt length: measured totals vs the cost model, and the speed-up A/B.
+
+export function sweep(el, report, t) {
+  const rows = (report && Array.isArray(report.sweep) ? report.sweep : [])
+    .filter((r) => r && (r.a || r.b || r.b_full_head));
+  if (!rows.length) return noData(el, t);
+  const { svg, w } = frame(el, `${tx(t, 'totalMs')} / ${tx(t, 'speedupAxis')} — ${tx(t, 'promptTokens')}`);
+  const unit = t && t.tokens ? String(t.tokens) : 'tokens';
+
+  const series = [
+    { key: 'a', cls: 'bar-a', name: stratName(t, 'a') },
+    { key: 'b', cls: 'bar-b', name: stratName(t, 'b') },
+    { key: 'b_full_head', cls: 'bar-bfull', name: stratName(t, 'b-full-head'), series: 'bfull' },
+  ];
+  const pts = series.flatMap((s) => rows
+    .filter((r) => r[s.key] && isNum(r[s.key].prompt_tokens) && isNum(r[s.key].total_ms))
+    .map((r) => ({ s, p: r[s.key].prompt_tokens, ms: r[s.key].total_ms })));
+  const xP = (r) => (r.b && isNum(r.b.prompt_tokens) ? r.b.prompt_tokens : r.length);
+
+  // shared log2 x domain over every prompt length shown, padded by a quarter octave
+  const allP = [...pts.map((q) => q.p), ...rows.map(xP)].filter((p) => isNum(p) && p > 0);
+  if (!allP.length) return noData(el, t);
+  const lo = Math.log2(Math.min(...allP)) - 0.25, hi = Math.log2(Math.max(...allP)) + 0.25;
+  const xAxis = (g, box) => {
+    const sx = (p) => box.x + ((Math.log2(p) - lo) / (hi - lo)) * box.w;
+    const ticks = [];
+    for (let k = Math.ceil(lo); k <= Math.floor(hi); k++) ticks.push({ x: sx(2 ** k), s: `${2 ** k} ${unit}` });
+    xTicks(g, ticks, box.y + box.h, box.x, box.x + box.w);
+    text(g, box.x + box.w, box.y + box.h + 30, tx(t, 'promptTokens'), { 'text-anchor': 'end' });
+    return sx;
+  };
+
+  // cost model: T(P) = fixed + per_token × P + N × decode_ms
+  const cm = report.cost_model;
+  const model = cm && cm.prefill && isNum(cm.prefill.fixed_ms) && isNum(cm.prefill.per_token_ms) && isNum(cm.decode_ms)
+    ? (p, n) => cm.prefill.fixed_ms + cm.prefill.per_token_ms * p + n * cm.decode_ms : null;
+  const nA = median(rows.map((r) => r.a && r.a.decode_steps));
+
+  // panels side by side when wide, stacked when narrow
+  const side = w >= 620, gap = 24, ph = 230;
+  const w1 = side ? Math.round(w * 0.58) - gap / 2 : w;
+  const boxes = side
+    ? [{ x: 0, y: 0, w: w1 }, { x: w1 + gap, y: 0, w: w - w1 - gap }]
+    : [{ x: 0, y: 0, w }, { x: 0, y: ph + gap, w }];
+
+  // --- left panel: total ms vs prompt tokens
+  {
+    const g = node(svg, 'g', { 'data-panel': 'time' });
+    const b = boxes[0];
+    text(g, b.x, b.y + 12, tx(t, 'totalMs'), { class: 'value' });
+    const items = series.map((s) => ({ cls: `point-measured ${s.cls}`, label: s.name, shape: 'dot' }));
+    if (model) items.push({ cls: 'line-fit', label: tx(t, 'model'), shape: 'line' });
+    const lh = legend(g, items, b.x, b.y + 30, b.w);
+    const box = { x: b.x + 4, y: b.y + 44 + lh, w: b.w - 10, h: ph - 44 - lh - 40 };
+    const fitMax = model ? Math.max(model(2 ** hi, nA), model(2 ** hi, 0)) : 0;
+    const sy = yGrid(g, box, Math.max(fitMax, ...pts.map((q) => q.ms)) * 1.05, tickMs);
+    const sx = xAxis(g, box);
+    if (model) {
+      for (const [key, n, name] of [['a', nA, stratName(t, 'a')], ['b', 0, stratName(t, 'b')]]) {
+        let d = '';
+        for (let i = 0; i <= 48; i++) {
+          const p = 2 ** (lo + ((hi - lo) * i) / 48);
+          d += `${i ? 'L' : 'M'}${rd(sx(p))},${rd(sy(model(p, n)))}`;
+        }
+        tip(node(g, 'path', { d, class: 'line-fit', 'data-kind': 'fit', 'data-series': key }),
+          `${tx(t, 'model')}: ${name}, N = ${formatNum(n)}`);
+      }
+    }
+    for (const q of pts) {
+      tip(node(g, 'circle', {
+        cx: rd(sx(q.p)), cy: rd(sy(q.ms)), r: 3.5, class: `point-measured ${q.s.cls}`,
+        'data-kind': 'point', 'data-series': q.s.series ?? q.s.key,
+      }), `${tx(t, 'measured')} ${q.s.name}: ${q.p} ${unit}, ${formatMs(q.ms)}`);
+    }
+  }
+
+  // --- right panel: speed-up A/B vs prompt tokens, measured and predicted
+  {
+    const g = node(svg, 'g', { 'data-panel': 'speedup' });
+    const b = boxes[1];
+    const ratio = (x, y) => (isNum(x) && isNum(y) && y > 0 ? x / y : null);
+    const predicted = (r) => ratio(r.predicted_a_ms, r.predicted_b_ms) ??
+      (model && r.a && r.b ? ratio(model(r.a.prompt_tokens, r.a.decode_steps ?? nA), model(r.b.prompt_tokens, 0)) : null);
+    const sp = [
+      { key: 'b', cls: 'bar-b', name: `${stratName(t, 'a')} / ${stratName(t, 'b')}`,
+        v: (r) => (isNum(r.speedup) ? r.speedup : ratio(r.a?.total_ms, r.b?.total_ms)) },
+      { key: 'bfull', cls: 'bar-bfull', name: `${stratName(t, 'a')} / ${stratName(t, 'b-full-head')}`,
+        v: (r) => (isNum(r.speedup_full_head) ? r.speedup_full_head : ratio(r.a?.total_ms, r.b_full_head?.total_ms)) },
+    ].map((s) => ({ ...s, pts: rows.map((r) => [xP(r), s.v(r)]).filter(([p, v]) => isNum(p) && isNum(v)) }))
+      .filter((s) => s.pts.length);
+    const pred = rows.map((r) => [xP(r), predicted(r)]).filter(([p, v]) => isNum(p) && isNum(v));
+
+    text(g, b.x, b.y + 12, tx(t, 'speedupAxis'), { class: 'value' });
+    const items = sp.map((s) => ({ cls: `point-measured ${s.cls}`, label: `${tx(t, 'measured')} ${s.name}`, shape: 'dot' }));
+    if (pred.length) items.push({ cls: 'line-fit', label: tx(t, 'model'), shape: 'line' });
+    const lh = legend(g, items, b.x, b.y + 30, b.w);
+    const hh = side ? ph : ph - 20;
+    const box = { x: b.x + 4, y: b.y + 44 + lh, w: b.w - 10, h: hh - 44 - lh - 40 };
+    const vmax = Math.max(1, ...pred.map((q) => q[1]), ...sp.flatMap((s) => s.pts.map((q) => q[1])));
+    const sy = yGrid(g, box, vmax * 1.1, (v) => `${tickNum(v)}×`);
+    const sx = xAxis(g, box);
+    if (pred.length > 1) {
+      node(g, 'path', {
+        d: pred.map(([p, v], i) => `${i ? 'L' : 'M'}${rd(sx(p))},${rd(sy(v))}`).join(''),
+        class: 'line-fit dashed', 'data-kind': 'fit', 'data-series': 'predicted',
+      });
+    }
+    for (const s of sp) {
+      const xy = s.pts.map(([p, v]) => [sx(p), sy(v)]);
+      polyline(g, xy, s.cls, { 'data-kind': 'line', 'data-series': s.key });
+      s.pts.forEach(([p, v], i) => tip(node(g, 'circle', {
+        cx: rd(xy[i][0]), cy: rd(xy[i][1]), r: 3.5, class: `point-measured ${s.cls}`,
+        'data-kind': 'point', 'data-series': s.key,
+      }), `${s.name}: ${p} ${unit}, ${formatNum(v)}×`));
+    }
+    size(svg, w, b.y + hh);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Batching: latency per batch (bars) and judgments/s (lines), plain vs shared prefix.
+
+export function batchChart(el, report, t) {
+  const rows = (report && Array.isArray(report.batch) ? report.batch : [])
+    .filter((r) => r && isNum(r.judgments) && (isNum(r.total_ms) || isNum(r.judgments_per_s)));
+  if (!rows.length) return noData(el, t);
+  const { svg, w } = frame(el, `${tx(t, 'latency')} / ${tx(t, 'throughput')} — ${tx(t, 'batchSize')}`);
+
+  const ns = [...new Set(rows.map((r) => r.judgments))].sort((a, b) => a - b);
+  const series = [
+    { key: 'plain', shared: false, cls: 'bar-a', name: tx(t, 'plain') },
+    { key: 'shared', shared: true, cls: 'bar-b', name: tx(t, 'shared') },
+  ].filter((s) => rows.some((r) => !!r.shared_prefix === s.shared));
+  const get = (n, s) => rows.find((r) => r.judgments === n && !!r.shared_prefix === s.shared);
+
+  const side = w >= 620, gap = 24, ph = 220;
+  const w1 = side ? Math.round((w - gap) / 2) : w;
+  const boxes = side ? [{ x: 0, y: 0, w: w1 }, { x: w1 + gap, y: 0, w: w - w1 - gap }]
+    : [{ x: 0, y: 0, w }, { x: 0, y: ph + gap, w }];
+
+  // common panel layout; returns the plot box and the x position of each batch size
+  const panel = (g, b, title) => {
+    text(g, b.x, b.y + 12, title, { class: 'value' });
+    const lh = legend(g, series.map((s) => ({ cls: s.cls, label: s.name })), b.x, b.y + 30, b.w);
+    const box = { x: b.x + 4, y: b.y + 44 + lh, w: b.w - 10, h: ph - 44 - lh - 40 };
+    const band = box.w / ns.length;
+    const cx = (n) => box.x + band * (ns.indexOf(n) + 0.5);
+    return { box, band, cx };
+  };
+  const axis = (g, box, cx) => {
+    xTicks(g, ns.map((n) => ({ x: cx(n), s: String(n) })), box.y + box.h, box.x, box.x + box.w);
+    text(g, box.x + box.w, box.y + box.h + 30, tx(t, 'batchSize'), { 'text-anchor': 'end' });
+  };
+
+  // --- latency: grouped bars
+  {
+    const g = node(svg, 'g', { 'data-panel': 'latency' });
+    const { box, band, cx } = panel(g, boxes[0], tx(t, 'latency'));
+    const sy = yGrid(g, box, Math.max(...rows.map((r) => r.total_ms).filter(isNum)) * 1.05, tickMs);
+    const bw = Math.min(26, (band * 0.7) / series.length);
+    for (const n of ns) {
+      series.forEach((s, i) => {
+        const r = get(n, s);
+        if (!r || !isNum(r.total_ms)) return;
+        const x = cx(n) - (bw * series.length) / 2 + i * bw;
+        tip(rect(g, x + 1, sy(r.total_ms), bw - 2, sy(0) - sy(r.total_ms), {
+          class: s.cls, 'data-kind': 'bar', 'data-series': s.key, 'data-n': n,
+        }), `${s.name}, ${n}: ${formatMs(r.total_ms)}`);
+      });
+    }
+    axis(g, box, cx);
+  }
+
+  // --- throughput: one line with points per series
+  {
+    const g = node(svg, 'g', { 'data-panel': 'throughput' });
+    const unit = tx(t, 'throughput');
+    const { box, cx } = panel(g, boxes[1], unit);
+    const sy = yGrid(g, box, Math.max(...rows.map((r) => r.judgments_per_s).filter(isNum), 0.1) * 1.1,
+      (v) => `${tickNum(v)} ${unit}`);
+    for (const s of series) {
+      const pts = ns.map((n) => get(n, s)).filter((r) => r && isNum(r.judgments_per_s))
+        .map((r) => ({ r, x: cx(r.judgments), y: sy(r.judgments_per_s) }));
+      polyline(g, pts.map((p) => [p.x, p.y]), s.cls, { 'data-kind': 'line', 'data-series': s.key });
+      for (const p of pts) {
+        tip(node(g, 'circle', { cx: rd(p.x), cy: rd(p.y), r: 3.5, class: `point-measured ${s.cls}`, 'data-kind': 'point', 'data-series': s.key }),
+          `${s.name}, ${p.r.judgments}: ${formatNum(p.r.judgments_per_s)} ${unit}`);
+      }
+    }
+    axis(g, box, cx);
+    size(svg, w, boxes[1].y + ph);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Roofline: achieved decode GB/s and prefill GFLOP/s against the device's measured peaks.
+
+export function roofline(el, report, t) {
+  const rf = report && report.roofline;
+  const mc = (report && report.micro) || {};
+  const groups = [
+    { kind: 'decode', title: tx(t, 'decode'), value: rf?.decode_gbps, peak: mc.copy_gbps, peakName: tx(t, 'copyBw'),
+      unit: 'GB/s', frac: rf?.decode_fraction, cls: 'bar-decode' },
+    { kind: 'prefill', title: tx(t, 'prefill'), value: rf?.prefill_gflops, peak: mc.fma_gflops, peakName: tx(t, 'fma'),
+      unit: 'GFLOP/s', frac: rf?.prefill_fraction, cls: 'bar-prefill' },
+  ].filter((g) => isNum(g.value));
+  if (!groups.length) return noData(el, t);
+  const { svg, w } = frame(el, groups.map((g) => `${g.title} (${g.unit})`).join(', '));
+
+  const names = groups.flatMap((g) => [g.title, g.peakName]);
+  const labelW = clamp(Math.max(...names.map((s) => textWidth(s))) + 10, 40, w * 0.35);
+  const valueW = Math.max(...groups.map((g) => textWidth(`${formatNum(Math.max(g.value, g.peak || 0))} ${g.unit}`))) + 10;
+  const x0 = labelW, plotW = w - labelW - valueW;
+  const barH = 16;
+  let y = 4;
+  for (const gr of groups) {
+    const g = node(svg, 'g', { 'data-metric': gr.kind });
+    const hasPeak = isNum(gr.peak) && gr.peak > 0;
+    const frac = isNum(gr.frac) ? gr.frac : hasPeak ? gr.value / gr.peak : null;
+    const top = Math.max(gr.value, hasPeak ? gr.peak : 0) || 1;
+    const sx = (v) => x0 + (v / top) * plotW;
+    if (frac != null) {
+      text(g, x0, y + 12, fit(`${(frac * 100).toFixed(1)} % ${tx(t, 'ofPeak')}`, w - x0),
+        { class: 'value', 'data-kind': 'fraction' });
+    }
+    y += 20;
+    const bars = [{ name: gr.title, v: gr.value, cls: gr.cls, kind: 'measured' }];
+    if (hasPeak) bars.push({ name: gr.peakName, v: gr.peak, cls: 'bar-peak', kind: 'peak' });
+    const barsTop = y;
+    for (const b of bars) {
+      text(g, x0 - 6, y + barH / 2, fit(b.name, labelW - 8), { 'text-anchor': 'end', dy: '0.35em' });
+      const s = `${formatNum(b.v)} ${gr.unit}`;
+      tip(rect(g, x0, y, sx(b.v) - x0, barH, { class: b.cls, 'data-kind': b.kind }), `${b.name}: ${s}`);
+      text(g, sx(b.v) + 4, y + barH / 2, s, { class: 'value', dy: '0.35em' });
+      y += barH + 6;
+    }
+    line(g, x0, barsTop - 2, x0, y - 4, 'axis');
+    y += 10;
+  }
+  size(svg, w, y);
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Probability of each answer choice, the chosen one highlighted.
+
+export function probabilityBars(el, choices, probs, chosenIndex, t) {
+  const n = Math.min(Array.isArray(choices) ? choices.length : 0, Array.isArray(probs) ? probs.length : 0);
+  if (!n) return noData(el, t);
+  const { svg, w } = frame(el, tx(t, 'probability'));
+
+  const labelW = clamp(Math.max(...choices.slice(0, n).map((c) => textWidth(c))) + 10, 40, w * 0.4);
+  const valueW = 54;
+  const x0 = labelW, plotW = w - labelW - valueW;
+  const rowH = 18, gap = 6;
+  text(svg, x0, 12, tx(t, 'probability'), { class: 'value' });
+  let y = 22;
+  for (let i = 0; i < n; i++) {
+    const p = isNum(probs[i]) ? clamp(probs[i], 0, 1) : 0;
+    const chosen = i === chosenIndex;
+    const g = node(svg, 'g', { 'data-choice': i });
+    text(g, x0 - 6, y + rowH / 2, fit(choices[i], labelW - 8), { 'text-anchor': 'end', dy: '0.35em', class: chosen ? 'value' : 'label' });
+    line(g, x0 + plotW, y - gap / 2, x0 + plotW, y + rowH + gap / 2, 'grid'); // the 100 % mark
+    const s = `${(p * 100).toFixed(1)} %`;
+    tip(rect(g, x0, y, p * plotW, rowH, { class: chosen ? 'bar-prob chosen' : 'bar-prob', 'data-kind': 'prob' }),
+      `${choices[i]}: ${s}`);
+    text(g, x0 + plotW + 4, y + rowH / 2, s, { class: 'value', dy: '0.35em' });
+    y += rowH + gap;
+  }
+  line(svg, x0, 20, x0, y - gap + 2, 'axis');
+  size(svg, w, y);
+}

@@ -1,0 +1,99 @@
+// The engine runs here, off the page's main thread, so the UI never freezes. Messages in:
+// {id, cmd, args}; messages out: {id, progress} any number of times, then {id, result} or
+// {id, error}. Commands: init, load, judge, batch, bench, logits, promptTokens, caches, clearCaches.
+import init, { WebEngine, WebGpu } from './pkg/onetoken.js';
+import { clearModelCaches, listModelCaches, loadModel } from './models.js';
+
+let gpu = null;
+let engine = null;
+let model = null; // {source, info}
+
+function post(message) {
+  self.postMessage(message);
+}
+
+async function adapterInfo() {
+  const adapter = await navigator.gpu?.requestAdapter();
+  const info = adapter?.info ?? {};
+  return {
+    vendor: info.vendor ?? '',
+    architecture: info.architecture ?? '',
+    description: info.description ?? '',
+    features: adapter ? [...adapter.features].sort() : [],
+  };
+}
+
+function need(what) {
+  if (!what) throw new Error('no model is loaded yet');
+  return what;
+}
+
+const COMMANDS = {
+  async init() {
+    await init();
+    if (!navigator.gpu) {
+      throw new Error('NO_WEBGPU');
+    }
+    gpu = await WebGpu.open();
+    return { gpu: JSON.parse(gpu.info()), adapter: await adapterInfo() };
+  },
+
+  async load({ source }, progress) {
+    if (!gpu) throw new Error('the GPU is not open (init first)');
+    engine?.free();
+    engine = null;
+    model = null;
+    engine = await loadModel(gpu, source, progress);
+    model = { source, info: JSON.parse(engine.info()) };
+    return model;
+  },
+
+  async judge({ request, strategy = 'b', topK = 0 }) {
+    const out = await need(engine).judge(JSON.stringify(request), strategy, topK);
+    return JSON.parse(out);
+  },
+
+  async batch({ requests, sharedPrefix = false }) {
+    return JSON.parse(await need(engine).judgeBatch(JSON.stringify(requests), sharedPrefix));
+  },
+
+  async bench({ options = {} }, progress) {
+    return JSON.parse(await need(engine).bench(JSON.stringify(options), (line) => progress({ line })));
+  },
+
+  async logits({ ids }) {
+    return Array.from(await need(engine).logits(Uint32Array.from(ids)));
+  },
+
+  async tokenize({ text }) {
+    return Array.from(need(engine).encode(text));
+  },
+
+  async promptTokens({ system, user, prefix }) {
+    return need(engine).promptTokens(system ?? undefined, user, prefix);
+  },
+
+  async caches() {
+    return listModelCaches();
+  },
+
+  async clearCaches() {
+    return clearModelCaches();
+  },
+};
+
+self.onmessage = async ({ data: { id, cmd, args = {} } }) => {
+  const command = COMMANDS[cmd];
+  if (!command) return post({ id, error: `unknown command ${cmd}` });
+  try {
+    post({ id, result: await command(args, (progress) => post({ id, progress })) });
+  } catch (e) {
+    const message = e?.message ?? String(e);
+    // A lost device leaves the engine unusable: say so, so the page can offer a reload.
+    if (/device was lost/i.test(message)) {
+      engine = null;
+      model = null;
+    }
+    post({ id, error: message });
+  }
+};

@@ -1,0 +1,162 @@
+// Model sources, shared by the engine worker: synthetic weights (no download), a bundled folder
+// beside the page (models/<name>/), the official Hugging Face files by URL, or local files.
+// Weights stream tensor by tensor into the GPU as they arrive (never whole in wasm memory);
+// downloads are kept in Cache Storage so a second visit, or a classroom offline, loads from it.
+import { WebEngine, WebLoader } from './pkg/onetoken.js';
+
+const CACHE = 'onetoken-models-v1';
+const TOKENIZER = new URL('./pkg/assets/qwen2.5/', import.meta.url);
+
+/** A source's base URL for fetched files (folder or Hugging Face), else null. */
+export function sourceBase(source) {
+  if (source.kind === 'folder') return new URL(`./models/${encodeURIComponent(source.name)}/`, import.meta.url);
+  if (source.kind === 'url') {
+    // Accept a repo id (Qwen/Qwen2.5-0.5B-Instruct), a repo page URL or a resolve/main URL.
+    let base = source.url.trim();
+    if (!/^https?:/.test(base)) base = `https://huggingface.co/${base.replace(/^\/+|\/+$/g, '')}`;
+    if (/huggingface\.co\/[^/]+\/[^/]+\/?$/.test(base)) base = base.replace(/\/?$/, '/resolve/main/');
+    return new URL(base.endsWith('/') ? base : base + '/');
+  }
+  return null;
+}
+
+async function openCache() {
+  try {
+    return await caches.open(CACHE);
+  } catch {
+    return null; // no Cache Storage (e.g. an opaque origin): load without caching
+  }
+}
+
+/**
+ * Fetches `url` as a stream, from the cache when there, else from the network while a copy
+ * goes into the cache. `optional`: a 404 gives null. Returns {body, length, cached}.
+ */
+async function fetchFile(url, { optional = false, useCache = true } = {}) {
+  const cache = useCache ? await openCache() : null;
+  const hit = await cache?.match(url);
+  if (hit) return { body: hit.body, length: Number(hit.headers.get('content-length')) || null, cached: true, url };
+  let res;
+  try {
+    res = await fetch(url);
+  } catch (e) {
+    throw new Error(`${url}: download failed (${e.message}); check the address or the network and retry`);
+  }
+  if (res.status === 404 && optional) return null;
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status} ${res.statusText}`);
+  const length = Number(res.headers.get('content-length')) || null;
+  let body = res.body;
+  if (cache) {
+    const [mine, theirs] = res.body.tee();
+    body = mine;
+    cache
+      .put(url, new Response(theirs, { headers: res.headers }))
+      .catch((e) => console.warn(`onetoken: ${url} not cached (${e.name === 'QuotaExceededError' ? 'storage quota exceeded' : e.message})`));
+  }
+  return { body, length, cached: false, url };
+}
+
+/** Reads a whole (small) file's bytes. */
+async function bytesOf(file) {
+  return new Uint8Array(await new Response(file.body).arrayBuffer());
+}
+
+/**
+ * Feeds a stream to the loader, resuming with an HTTP range request if the connection drops
+ * (where the server allows it). Reports bytes through `onBytes`.
+ */
+async function streamInto(loader, file, onBytes) {
+  let received = 0;
+  let reader = file.body.getReader();
+  for (let attempt = 0; ; ) {
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (e) {
+      if (!file.url || ++attempt > 3) throw new Error(`${file.url ?? 'file'}: download interrupted after ${(received / 1e6).toFixed(1)} MB (${e.message}); press load to retry`);
+      const res = await fetch(file.url, { headers: { Range: `bytes=${received}-` } }).catch(() => null);
+      if (res?.status !== 206) throw new Error(`${file.url}: download interrupted after ${(received / 1e6).toFixed(1)} MB and the server does not allow resuming; press load to retry`);
+      reader = res.body.getReader();
+      continue;
+    }
+    if (chunk.done) return;
+    loader.push(chunk.value);
+    received += chunk.value.byteLength;
+    onBytes(chunk.value.byteLength);
+  }
+}
+
+/** Opens a file of a source by name: {body, length, cached, url}, or null if optional and absent. */
+function opener(source) {
+  if (source.kind === 'files') {
+    const byName = new Map([...source.files].map((f) => [f.name, f]));
+    return async (name, { optional = false } = {}) => {
+      const f = byName.get(name);
+      if (!f) {
+        if (optional) return null;
+        throw new Error(`${name} is missing: choose config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)`);
+      }
+      return { body: f.stream(), length: f.size, cached: false, url: null };
+    };
+  }
+  const base = sourceBase(source);
+  return (name, opts = {}) => fetchFile(new URL(name, base).href, opts);
+}
+
+/**
+ * Loads a model and returns a WebEngine. `progress` receives
+ * {phase, file, loaded, total, mbPerS, secondsLeft, cached}.
+ */
+export async function loadModel(gpu, source, progress) {
+  if (source.kind === 'synthetic') {
+    progress({ phase: 'tokenizer' });
+    const [tok, cfg] = await Promise.all(['tokenizer.json', 'tokenizer_config.json'].map(async (n) => bytesOf(await fetchFile(new URL(n, TOKENIZER).href, { useCache: false }))));
+    progress({ phase: 'weights', file: 'synthetic' });
+    return WebEngine.synthetic(gpu, source.name, tok, cfg);
+  }
+  const open = opener(source);
+  progress({ phase: 'config' });
+  const config = await bytesOf(await open('config.json'));
+  const loader = new WebLoader(gpu, config);
+  const index = await open('model.safetensors.index.json', { optional: true });
+  const shards = WebLoader.shardNames(index ? await bytesOf(index) : undefined);
+  const files = [];
+  for (const name of shards) files.push([name, await open(name)]);
+  const total = files.reduce((sum, [, f]) => sum + (f.length ?? 0), 0) || loader.weightBytes();
+  const start = performance.now();
+  let loaded = 0;
+  let lastReport = 0;
+  for (const [name, file] of files) {
+    loader.beginFile(name, file.length ?? undefined);
+    await streamInto(loader, file, (n) => {
+      loaded += n;
+      const now = performance.now();
+      if (now - lastReport > 100 || loaded === total) {
+        lastReport = now;
+        const mbPerS = loaded / 1e6 / Math.max((now - start) / 1e3, 1e-3);
+        progress({ phase: 'weights', file: name, loaded, total, mbPerS, secondsLeft: (total - loaded) / 1e6 / mbPerS, cached: file.cached });
+      }
+    });
+    loader.endFile();
+  }
+  progress({ phase: 'tokenizer' });
+  const tok = await bytesOf(await open('tokenizer.json'));
+  const tokConfig = await open('tokenizer_config.json', { optional: true });
+  return loader.finish(tok, tokConfig ? await bytesOf(tokConfig) : undefined);
+}
+
+/** Cached model files: [{url, bytes}], and the total. */
+export async function listModelCaches() {
+  const cache = await openCache();
+  if (!cache) return { files: [], bytes: 0 };
+  const files = [];
+  for (const req of await cache.keys()) {
+    const res = await cache.match(req);
+    files.push({ url: req.url, bytes: Number(res?.headers.get('content-length')) || 0 });
+  }
+  return { files, bytes: files.reduce((s, f) => s + f.bytes, 0) };
+}
+
+export async function clearModelCaches() {
+  return (await caches?.delete(CACHE)) ?? false;
+}
