@@ -20,6 +20,8 @@ async function adapterInfo() {
     architecture: info.architecture ?? '',
     description: info.description ?? '',
     features: adapter ? [...adapter.features].sort() : [],
+    // A CPU implementation of WebGPU (SwiftShader) wants the barrier-free kernels.
+    cpuLike: Boolean(info.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(`${info.architecture} ${info.description}`),
   };
 }
 
@@ -34,8 +36,9 @@ const COMMANDS = {
     if (!navigator.gpu) {
       throw new Error('NO_WEBGPU');
     }
-    gpu = await WebGpu.open();
-    return { gpu: JSON.parse(gpu.info()), adapter: await adapterInfo() };
+    const adapter = await adapterInfo();
+    gpu = await WebGpu.open(adapter.cpuLike);
+    return { gpu: JSON.parse(gpu.info()), adapter };
   },
 
   async load({ source }, progress) {

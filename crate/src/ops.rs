@@ -27,6 +27,8 @@ pub const EMBEDDING: KernelSpec = spec!("embedding", packed: true, [Uniform, Rea
 pub const RMS_NORM: KernelSpec = spec!("rms_norm", packed: false, [Uniform, Read, Read, ReadWrite]);
 pub const MATMUL: KernelSpec = spec!("matmul", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
 pub const MATVEC: KernelSpec = spec!("matvec", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
+pub const LINEAR_DIRECT: KernelSpec =
+    spec!("linear_direct", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
 pub const ROPE: KernelSpec = spec!("rope", packed: false, [Uniform, Read, Read, ReadWrite]);
 pub const KV_WRITE: KernelSpec = spec!("kv_write", packed: false, [Uniform, Read, Read, Read, ReadWrite, ReadWrite]);
 pub const ATTENTION: KernelSpec = spec!("attention", packed: false, [Uniform, Read, Read, Read, Read, ReadWrite]);
@@ -119,10 +121,12 @@ impl RmsNorm {
 
 /// A HF Linear: `y[m, :] (+)= x[m, :] @ W^T + b` — x: [M, K], W: [N, K] packed (row chunks),
 /// b: [N], y: [M, out_cols]. Tiled matmul for prefill; for M <= 8 (decode) a matvec that
-/// reads each weight once for all rows. `accumulate` adds into y (the residual stream).
+/// reads each weight once for all rows. On CPU-like devices ([`Gpu::direct_kernels`]) one
+/// barrier-free kernel serves both. `accumulate` adds into y (the residual stream).
 pub struct Linear {
     matmul: Rc<Kernel>,
     matvec: Rc<Kernel>,
+    direct: Option<Rc<Kernel>>,
     chunks: Vec<(wgpu::BindGroup, usize)>,
 }
 
@@ -145,6 +149,7 @@ impl Linear {
         ];
         let matmul = gpu.kernel(&MATMUL, &constants);
         let matvec = gpu.kernel(&MATVEC, &constants);
+        let direct = gpu.direct_kernels.then(|| gpu.kernel(&LINEAR_DIRECT, &constants));
         // Without a bias the shader never reads binding 4; x stands in for it.
         let bias = bias.unwrap_or(x);
         let chunks = w
@@ -156,12 +161,14 @@ impl Linear {
                 (gpu.bind(&matmul, &[tokens, &shape, x, &c.buffer, bias, y]), c.rows)
             })
             .collect();
-        Self { matmul, matvec, chunks }
+        Self { matmul, matvec, direct, chunks }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         for (group, rows) in &self.chunks {
-            if m <= MATVEC_MAX_ROWS {
+            if let Some(direct) = &self.direct {
+                run(pass, direct, group, (div_up(*rows, 4 * 64), m.div_ceil(4), 1));
+            } else if m <= MATVEC_MAX_ROWS {
                 let (x, y) = grid_2d(div_up(*rows, 4));
                 run(pass, &self.matvec, group, (x, y, 1));
             } else {

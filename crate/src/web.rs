@@ -9,7 +9,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::bench::{self, BenchOptions};
 use crate::config::Qwen2Config;
-use crate::gpu::{Gpu, GpuLoader, GpuOptions, GpuWeights};
+use crate::gpu::{Gpu, GpuLoader, GpuOptions, GpuWeights, KernelFamily};
 use crate::judge::{Engine, JudgeRequest, Strategy};
 use crate::model::{Head, Model, ModelOptions, Readout, Rows, Sequence};
 use crate::tokenizer::Tokenizer;
@@ -62,9 +62,12 @@ pub struct WebGpu(Rc<Gpu>);
 
 #[wasm_bindgen]
 impl WebGpu {
-    /// Opens the device; fails with a message naming what is missing.
-    pub async fn open() -> Result<WebGpu, JsError> {
-        Ok(Self(Rc::new(Gpu::new(GpuOptions::default()).await.map_err(js)?)))
+    /// Opens the device; fails with a message naming what is missing. `cpu_like`: the adapter
+    /// is a CPU implementation (SwiftShader; the browser tells JS, not wgpu), so the linear
+    /// layers use the barrier-free kernels.
+    pub async fn open(cpu_like: bool) -> Result<WebGpu, JsError> {
+        let kernels = Some(if cpu_like { KernelFamily::Direct } else { KernelFamily::Tiled });
+        Ok(Self(Rc::new(Gpu::new(GpuOptions { kernels, ..Default::default() }).await.map_err(js)?)))
     }
 
     /// `{"name", "backend", "timestamps", "max_binding", "max_buffer"}` as JSON.
@@ -74,6 +77,7 @@ impl WebGpu {
             "name": g.info.name,
             "backend": format!("{:?}", g.info.backend),
             "timestamps": g.timestamps,
+            "direct_kernels": g.direct_kernels,
             "max_binding": g.max_binding,
             "max_buffer": g.limits.max_buffer_size,
         }))

@@ -5,12 +5,16 @@ mod common;
 use std::rc::Rc;
 
 use common::*;
-use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, load_dir};
+use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, load_dir};
 use onetoken::model::{Head, Model, ModelOptions, Readout, Rows, Sequence};
 use onetoken::reference::{CpuKvCache, CpuModel, Logits, argmax};
 
 fn tiny_model(weight_chunk_bytes: Option<u64>) -> Model {
-    let gpu = Rc::new(Gpu::new_blocking(GpuOptions { weight_chunk_bytes, ..Default::default() }).unwrap());
+    tiny_model_with(weight_chunk_bytes, None)
+}
+
+fn tiny_model_with(weight_chunk_bytes: Option<u64>, kernels: Option<KernelFamily>) -> Model {
+    let gpu = Rc::new(Gpu::new_blocking(GpuOptions { weight_chunk_bytes, kernels, ..Default::default() }).unwrap());
     let weights = load_dir(&gpu, &fixture("tiny-qwen2")).unwrap();
     let options = ModelOptions { max_tokens: 64, kv_slots: 4, kv_capacity: 64, max_rows: 32, max_choice_ids: 16 };
     Model::new(gpu, weights, options).unwrap()
@@ -25,8 +29,13 @@ fn block<T>(f: impl std::future::Future<Output = T>) -> T {
 
 #[test]
 fn logits_at_every_position_match_hf() {
+    for family in [KernelFamily::Tiled, KernelFamily::Direct] {
+        logits_match_hf(tiny_model_with(None, Some(family)));
+    }
+}
+
+fn logits_match_hf(mut model: Model) {
     let r = tiny_ref();
-    let mut model = tiny_model(None);
     let input = ids(&r["input_ids"]);
     let out = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
     assert_eq!(out.rows.len(), 16);
@@ -43,8 +52,13 @@ fn logits_at_every_position_match_hf() {
 
 #[test]
 fn greedy_decode_with_the_kv_cache_matches_hf() {
+    for family in [KernelFamily::Tiled, KernelFamily::Direct] {
+        greedy_matches_hf(tiny_model_with(None, Some(family)));
+    }
+}
+
+fn greedy_matches_hf(mut model: Model) {
     let r = tiny_ref();
-    let mut model = tiny_model(None);
     let input = ids(&r["input_ids"]);
     let mut next =
         block(model.prefill(&[Sequence { slot: 0, tokens: &input }], Readout::ARGMAX)).unwrap().rows[0].top[0].0;

@@ -5,13 +5,20 @@
 mod common;
 
 use common::*;
-use onetoken::gpu::{Gpu, GpuOptions, PackedMatrix};
+use onetoken::gpu::{Gpu, GpuOptions, KernelFamily, PackedMatrix};
 use onetoken::ops;
 use onetoken::reference;
 use onetoken::weights::Dtype;
 
 fn gpu() -> Gpu {
     Gpu::new_blocking(GpuOptions::default()).expect("a Vulkan device (lavapipe in CI)")
+}
+
+/// Both linear-layer families are tested on every device: lavapipe would pick the direct one.
+const FAMILIES: [KernelFamily; 2] = [KernelFamily::Tiled, KernelFamily::Direct];
+
+fn family_gpu(family: KernelFamily, weight_chunk_bytes: Option<u64>) -> Gpu {
+    Gpu::new_blocking(GpuOptions { kernels: Some(family), weight_chunk_bytes, ..Default::default() }).unwrap()
 }
 
 fn small_binding_gpu(bytes: u64) -> Gpu {
@@ -42,7 +49,12 @@ fn tokens(gpu: &Gpu, m: usize) -> wgpu::Buffer {
 
 #[test]
 fn linear_matches_reference_at_odd_and_real_sizes() {
-    let gpu = gpu();
+    for family in FAMILIES {
+        linear_cases(&family_gpu(family, None), family);
+    }
+}
+
+fn linear_cases(gpu: &Gpu, family: KernelFamily) {
     // (M, K, N): decode rows (matvec) and prefill tiles (matmul), odd and real sizes.
     let cases = [
         (1, 6, 5),
@@ -71,13 +83,13 @@ fn linear_matches_reference_at_odd_and_real_sizes() {
                 if accumulate {
                     want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
                 }
-                let wm = PackedMatrix::from_f32(&gpu, "w", n, k, dtype, &w).unwrap();
+                let wm = PackedMatrix::from_f32(gpu, "w", n, k, dtype, &w).unwrap();
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
-                let t = tokens(&gpu, m);
-                let op = ops::Linear::new(&gpu, &t, &xb, &wm, bias.then_some(&bb), &yb, n, accumulate);
-                run(&gpu, |p| op.encode(p, m as u32));
-                let what = format!("linear M={m} K={k} N={n} {dtype:?} bias={bias}");
-                assert_close(&read(&gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
+                let t = tokens(gpu, m);
+                let op = ops::Linear::new(gpu, &t, &xb, &wm, bias.then_some(&bb), &yb, n, accumulate);
+                run(gpu, |p| op.encode(p, m as u32));
+                let what = format!("linear {family:?} M={m} K={k} N={n} {dtype:?} bias={bias}");
+                assert_close(&read(gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
             }
         }
     }
@@ -90,8 +102,8 @@ fn linear_over_split_weights_equals_unsplit() {
     let x = seeded(1, m * k, 1.0);
     let w = Dtype::BF16.round(&seeded(2, n * k, 0.1));
     let want = reference::linear(&x, &w, None, k);
-    for rows in [2usize, 8] {
-        let gpu = small_binding_gpu(4096);
+    for (rows, family) in [(2usize, KernelFamily::Tiled), (8, KernelFamily::Tiled), (10, KernelFamily::Direct)] {
+        let gpu = family_gpu(family, Some(4096));
         let wm = PackedMatrix::from_f32(&gpu, "w", n, k, Dtype::BF16, &w).unwrap();
         assert_eq!(wm.chunks.len(), 15);
         let xb = gpu.storage_from("x", &x[..rows * k]);

@@ -17,6 +17,16 @@ pub struct GpuOptions {
     pub weight_chunk_bytes: Option<u64>,
     /// Skip GPU timestamps even where the device has them.
     pub no_timestamps: bool,
+    /// Which kernel family runs the linear layers; `None`: by device type.
+    pub kernels: Option<KernelFamily>,
+}
+
+/// Linear-layer kernels: tiled and cooperative (GPUs), or barrier-free (CPU implementations
+/// of Vulkan and WebGPU such as lavapipe and SwiftShader, where barriers are expensive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelFamily {
+    Tiled,
+    Direct,
 }
 
 /// An open device with what the engine needs to know about it.
@@ -31,6 +41,8 @@ pub struct Gpu {
     pub max_binding: u64,
     /// Largest weight chunk: `max_binding`, or less when forced by [`GpuOptions`].
     pub weight_chunk_bytes: u64,
+    /// Linear layers run the barrier-free kernel (see [`KernelFamily`]).
+    pub direct_kernels: bool,
     pub(crate) kernels: RefCell<HashMap<KernelKey, Rc<Kernel>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -93,14 +105,21 @@ impl Gpu {
         });
         let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let weight_chunk_bytes = options.weight_chunk_bytes.unwrap_or(u64::MAX).min(max_binding);
+        let info = adapter.get_info();
+        let family = options.kernels.unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {
+            KernelFamily::Direct
+        } else {
+            KernelFamily::Tiled
+        });
         Ok(Self {
             device,
             queue,
-            info: adapter.get_info(),
+            info,
             limits,
             timestamps,
             max_binding,
             weight_chunk_bytes,
+            direct_kernels: family == KernelFamily::Direct,
             kernels: RefCell::new(HashMap::new()),
             lost,
         })
@@ -135,12 +154,13 @@ impl Gpu {
     /// A short description: adapter name, backend, and the limits that matter here.
     pub fn describe(&self) -> String {
         format!(
-            "{} ({:?}, {:?}); binding limit {} MiB; timestamps {}",
+            "{} ({:?}, {:?}); binding limit {} MiB; timestamps {}; {} kernels",
             self.info.name,
             self.info.backend,
             self.info.device_type,
             self.max_binding >> 20,
-            if self.timestamps { "yes" } else { "no" }
+            if self.timestamps { "yes" } else { "no" },
+            if self.direct_kernels { "direct (CPU-like device)" } else { "tiled" }
         )
     }
 }

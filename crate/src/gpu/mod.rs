@@ -8,7 +8,7 @@ mod kernels;
 mod weights;
 
 pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
-pub use device::{Gpu, GpuOptions};
+pub use device::{Gpu, GpuOptions, KernelFamily};
 pub use kernels::{Binding, Kernel, KernelSpec};
 #[cfg(not(target_arch = "wasm32"))]
 pub use weights::load_dir;
