@@ -35,6 +35,8 @@ async function openCache() {
 async function fetchFile(url, { optional = false, useCache = true } = {}) {
   const cache = useCache ? await openCache() : null;
   const hit = await cache?.match(url);
+  // An optional file known to be absent is remembered too, so an offline load needs no network.
+  if (hit?.headers.get('x-onetoken-absent')) return null;
   if (hit) return { body: hit.body, length: Number(hit.headers.get('content-length')) || null, cached: true, url };
   let res;
   try {
@@ -42,7 +44,10 @@ async function fetchFile(url, { optional = false, useCache = true } = {}) {
   } catch (e) {
     throw new Error(`${url}: download failed (${e.message}); check the address or the network and retry`);
   }
-  if (res.status === 404 && optional) return null;
+  if (res.status === 404 && optional) {
+    await cache?.put(url, new Response('', { headers: { 'x-onetoken-absent': '1' } })).catch(() => {});
+    return null;
+  }
   if (!res.ok) throw new Error(`${url}: HTTP ${res.status} ${res.statusText}`);
   const length = Number(res.headers.get('content-length')) || null;
   let body = res.body;
@@ -152,6 +157,7 @@ export async function listModelCaches() {
   const files = [];
   for (const req of await cache.keys()) {
     const res = await cache.match(req);
+    if (res?.headers.get('x-onetoken-absent')) continue;
     files.push({ url: req.url, bytes: Number(res?.headers.get('content-length')) || 0 });
   }
   return { files, bytes: files.reduce((s, f) => s + f.bytes, 0) };

@@ -1,0 +1,51 @@
+// Bad inputs in the page: a corrupt model file gives a clear error naming it, loses nothing the
+// user typed, and the page still runs the synthetic model; bad choices are refused clearly.
+import assert from 'node:assert/strict';
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { openBrowser, REPO } from './browser.mjs';
+
+const FIXTURE = path.join(REPO, 'crate/tests/fixtures/tiny-qwen2');
+let broken;
+let browser;
+let page;
+
+before(async () => {
+  broken = await mkdtemp(path.join(tmpdir(), 'onetoken-broken-'));
+  for (const f of ['config.json', 'tokenizer.json', 'tokenizer_config.json']) await copyFile(path.join(FIXTURE, f), path.join(broken, f));
+  const weights = await readFile(path.join(FIXTURE, 'model.safetensors'));
+  await writeFile(path.join(broken, 'model.safetensors'), weights.subarray(0, weights.length - 1000));
+  browser = await openBrowser({ mounts: { '/models/broken/': broken, '/models/tiny-qwen2/': FIXTURE } });
+  ({ page } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
+  await page.evaluate(() => window.onetoken.ready);
+});
+
+after(async () => {
+  await browser?.close();
+  await rm(broken, { recursive: true, force: true });
+});
+
+test('a truncated model file is named in a clear error, and nothing typed is lost', async () => {
+  await page.fill('#question', 'My own question?');
+  const message = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'broken' }).then(() => 'loaded', (e) => e.message));
+  assert.match(message, /model file model\.safetensors: truncated: tensor .* ends at data byte/);
+  assert.equal(await page.isVisible('#error'), true);
+  assert.match(await page.textContent('#error-text'), /truncated/);
+  assert.equal(await page.inputValue('#question'), 'My own question?');
+});
+
+test('after the error the page loads and runs the synthetic model', async () => {
+  const info = await page.evaluate(() => window.onetoken.load({ kind: 'synthetic', name: 'qwen2.5-0.5b' }));
+  assert.equal(info.synthetic, true);
+  assert.equal(await page.isVisible('#error'), false);
+});
+
+test('bad choices are refused with a specific message', async () => {
+  const ask = (choices) => page.evaluate((c) => window.onetoken.judge({ user: 'q', choices: c }).then(() => 'ok', (e) => e.message), choices);
+  assert.match(await ask([]), /no choices/);
+  assert.match(await ask(['red']), /only one choice/);
+  assert.match(await ask(['red', 'red']), /are the same/);
+  assert.match(await ask(['red', '']), /is empty/);
+});

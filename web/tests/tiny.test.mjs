@@ -1,0 +1,100 @@
+// The page on the tiny fixture model served as a bundled folder: its GPU logits and its
+// answers equal the native engine's (the CLI on lavapipe) and HF transformers' logits.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { openBrowser, REPO } from './browser.mjs';
+
+const FIXTURE = path.join(REPO, 'crate/tests/fixtures/tiny-qwen2');
+const CLI = path.join(REPO, 'target/fast/onetoken');
+const ref = JSON.parse(await readFile(path.join(FIXTURE, 'ref.json'), 'utf8'));
+
+const scratch = await mkdtemp(path.join(tmpdir(), 'onetoken-tiny-'));
+
+/** The native CLI's JSON lines (built by `cargo test --profile fast`); `file` is written first. */
+async function native(args, file) {
+  if (file) await writeFile(path.join(scratch, file.name), file.text);
+  const out = execFileSync(CLI, args.map((a) => (file && a === file.name ? path.join(scratch, a) : a)), {
+    env: { ...process.env, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? scratch },
+  });
+  return out.toString().trim().split('\n').map((l) => JSON.parse(l));
+}
+
+function assertClose(got, want, tol, what) {
+  assert.equal(got.length, want.length, `${what}: length`);
+  got.forEach((g, i) => assert.ok(Math.abs(g - want[i]) <= tol, `${what}: first bad index ${i}: got ${g}, want ${want[i]}`));
+}
+
+let browser;
+let page;
+let errors;
+
+before(async () => {
+  browser = await openBrowser({ mounts: { '/models/tiny-qwen2/': FIXTURE } });
+  ({ page, errors } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
+  await page.evaluate(() => window.onetoken.ready);
+});
+
+after(async () => {
+  await browser?.close();
+  await rm(scratch, { recursive: true, force: true });
+});
+
+test('GPU logits in the page equal the native engine and HF within 1e-3', async () => {
+  const ids = ref.input_ids;
+  const logits = await page.evaluate((ids) => window.onetoken.logits(ids), ids);
+  assertClose(logits, ref.logits[ids.length - 1], 1e-3, 'page vs HF, last position');
+  const [cli] = await native(['logits', '--model', FIXTURE, '--ids', ids.join(','), '--top-k', '512']);
+  const nativeLogits = new Array(512);
+  for (const [id, logit] of cli.top) nativeLogits[id] = logit;
+  assertClose(logits, nativeLogits, 1e-3, 'page vs native');
+});
+
+const REQUEST = { system: 'You judge colors.', user: 'Which color is the sky?', choices: ['blue', 'red', 'yellow'] };
+
+test('the page answers as the native CLI does, every strategy', async () => {
+  const records = await page.evaluate((r) => window.onetoken.judge({ ...r, strategy: 'all' }), REQUEST);
+  const want = await native(['judge', '--model', FIXTURE, '--request', 'request.json', '--strategy', 'all'], { name: 'request.json', text: JSON.stringify(REQUEST) });
+  assert.deepEqual(records.map((r) => r.strategy), ['a', 'a-free', 'b', 'b-full-head']);
+  records.forEach((got, i) => {
+    const w = want[i];
+    assert.equal(got.choice_index, w.choice_index, got.strategy);
+    assert.deepEqual(got.generated_token_ids, w.generated_token_ids, got.strategy);
+    assert.equal(got.prompt_tokens, w.prompt_tokens, got.strategy);
+    assertClose(got.choice_logits, w.choice_logits, 1e-3, `${got.strategy} choice logits`);
+    assert.equal(got.timings_ms.decode.length, w.decode_steps);
+  });
+});
+
+test('a batch in the page equals the native batch', async () => {
+  const requests = ['sky', 'sun', 'car'].map((thing) => ({ ...REQUEST, user: `The sky is blue, the sun yellow, the car red. What color is the ${thing}?` }));
+  const got = await page.evaluate((rs) => window.onetoken.batch(rs, true), requests);
+  const lines = requests.map((r) => JSON.stringify(r)).join('\n');
+  const want = await native(['judge', '--model', FIXTURE, '--requests', 'requests.jsonl', '--shared-prefix'], { name: 'requests.jsonl', text: lines });
+  assert.equal(got.batch.judgments, 3);
+  assert.equal(got.batch.shared_prefix_tokens, want[0].shared_prefix_tokens);
+  got.judgments.forEach((j, i) => {
+    assert.equal(j.choice_index, want[i + 1].choice_index);
+    assertClose(j.choice_logits, want[i + 1].choice_logits, 1e-3, `batch judgment ${i}`);
+  });
+});
+
+test('a short benchmark fills the sweep, batch and roofline charts', async () => {
+  const report = await page.evaluate(() => window.onetoken.bench({ lengths: [48, 96], batch_sizes: [1, 4], repeats: 1 }));
+  assert.equal(report.sweep.length, 2);
+  assert.ok(report.cost_model, 'a fitted cost model');
+  assert.ok(report.micro.copy_gbps > 0 && report.micro.fma_gflops > 0);
+  const count = (sel) => page.locator(sel).count();
+  assert.ok((await count('#chart-sweep [data-kind=point]')) >= 6);
+  assert.ok((await count('#chart-sweep [data-kind=fit]')) >= 2);
+  assert.ok((await count('#chart-batch [data-kind=bar]')) >= 4);
+  assert.equal(await count('#chart-roofline [data-kind=measured]'), 2);
+  assert.match(await page.textContent('#cost-model'), /T = .* ms \+ .* ms × P \+ N × .* ms/);
+});
+
+test('no console errors', () => {
+  assert.deepEqual(errors, []);
+});
