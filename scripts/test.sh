@@ -63,6 +63,13 @@ cargo test --profile fast
 step "build wasm"
 bash scripts/build-wasm.sh
 
+step "cargo clippy (wasm32: the browser edge, web.rs)"
+if rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
+  cargo clippy --lib --release --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
+else
+  echo "skipped: rustup has no wasm32 std here (the wasm was built with Debian's compiler)"
+fi
+
 step "npm ci"
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund

@@ -211,8 +211,11 @@ async function run(strategy) {
   return guarded(async () => {
     $('run-status').textContent = t().busy;
     const request = currentRequest();
-    const records = strategy === 'both' ? await judge(request, 'all') : [await judge(request, strategy)];
-    lastJudgments = strategy === 'both' ? records.filter((r) => r.strategy !== 'a-free') : records;
+    // "A vs B": the schema-constrained A against both B heads (A-free's length is the model's whim).
+    const strategies = strategy === 'both' ? ['a', 'b', 'b-full-head'] : [strategy];
+    const records = [];
+    for (const s of strategies) records.push(await judge(request, s));
+    lastJudgments = records;
     $('run-status').textContent = '';
     renderResults();
     return records;
