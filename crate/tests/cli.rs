@@ -1,0 +1,121 @@
+//! The CLI's contract: its JSON lines parse and carry every field other tools read.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn onetoken(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_onetoken")).args(args).output().unwrap();
+    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+fn lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn scratch(name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("onetoken-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+const FIELDS: [&str; 12] = [
+    "strategy",
+    "choice",
+    "choice_index",
+    "choice_logits",
+    "probs",
+    "prompt_tokens",
+    "generated_token_ids",
+    "decode_steps",
+    "top",
+    "timings_ms",
+    "gpu_timings_ms",
+    "synthetic",
+];
+
+#[test]
+fn judge_prints_one_record_per_strategy_with_every_field() {
+    let model = fixture("tiny-qwen2").display().to_string();
+    let request =
+        scratch("request.json", r#"{"system": "You judge colors.", "user": "Sky?", "choices": ["blue", "red"]}"#);
+    let (ok, out, err) = onetoken(&["judge", "--model", &model, "--request", &request, "--top-k", "4"]);
+    assert!(ok, "{err}");
+    let records = lines(&out);
+    let names: Vec<&str> = records.iter().map(|r| r["strategy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["a", "a-free", "b", "b-full-head"]);
+    for r in &records {
+        for f in FIELDS {
+            assert!(r.get(f).is_some(), "{} lacks {f}", r["strategy"]);
+        }
+        for f in ["tokenize", "prefill", "decode", "readback", "total"] {
+            assert!(r["timings_ms"].get(f).is_some(), "timings_ms.{f}");
+        }
+    }
+    assert_eq!(records[2]["decode_steps"], 0);
+    assert!(records[2]["top"].is_null(), "the choice head has no full distribution");
+    assert_eq!(records[3]["top"].as_array().unwrap().len(), 4);
+    assert_eq!(records[0]["choice_index"], records[2]["choice_index"]);
+}
+
+#[test]
+fn judge_requests_prints_the_batch_record_then_each_judgment() {
+    let model = fixture("tiny-qwen2").display().to_string();
+    let jsonl = [
+        r#"{"user": "Doc: sky blue, car red. Sky?", "choices": ["blue", "red"]}"#,
+        r#"{"user": "Doc: sky blue, car red. Car?", "choices": ["blue", "red"]}"#,
+    ]
+    .join("\n");
+    let path = scratch("requests.jsonl", &jsonl);
+    let (ok, out, err) = onetoken(&["judge", "--model", &model, "--requests", &path, "--shared-prefix"]);
+    assert!(ok, "{err}");
+    let records = lines(&out);
+    assert_eq!(records.len(), 3);
+    for f in ["judgments", "shared_prefix_tokens", "batch_prefill_tokens", "timings_ms", "judgments_per_s"] {
+        assert!(records[0].get(f).is_some(), "batch record lacks {f}");
+    }
+    assert!(records[0]["shared_prefix_tokens"].as_u64().unwrap() > 0);
+    for r in &records[1..] {
+        for f in FIELDS {
+            assert!(r.get(f).is_some(), "judgment lacks {f}");
+        }
+    }
+}
+
+#[test]
+fn logits_prints_top_hidden_norm_and_tokens() {
+    let model = fixture("tiny-qwen2").display().to_string();
+    let r = tiny_ref();
+    let id_list: Vec<String> = ids(&r["input_ids"]).iter().map(u32::to_string).collect();
+    let (ok, out, err) = onetoken(&["logits", "--model", &model, "--ids", &id_list.join(","), "--top-k", "5"]);
+    assert!(ok, "{err}");
+    let v = &lines(&out)[0];
+    let top: Vec<u32> = v["top"].as_array().unwrap().iter().map(|p| p[0].as_u64().unwrap() as u32).collect();
+    assert_eq!(top, ids(&r["last_top5_ids"]));
+    assert_eq!(v["tokens"], 16);
+    let want = r["final_hidden_norm_after_model_norm_last"].as_f64().unwrap();
+    assert!((v["hidden_norm"].as_f64().unwrap() - want).abs() < 1e-3);
+}
+
+#[test]
+fn help_lists_the_commands_and_bad_input_fails_clearly() {
+    let (ok, out, _) = onetoken(&["--help"]);
+    assert!(ok);
+    for cmd in ["logits", "judge", "bench"] {
+        assert!(out.contains(cmd), "{out}");
+    }
+    let model = fixture("tiny-qwen2").display().to_string();
+    let bad = scratch("bad.json", r#"{"user": "q", "choices": ["x", "x"]}"#);
+    let (ok, _, err) = onetoken(&["judge", "--model", &model, "--request", &bad]);
+    assert!(!ok);
+    assert!(err.contains("choices 1 and 2 are the same"), "{err}");
+    let (ok, _, err) = onetoken(&["judge", "--model", "/nonexistent", "--request", &bad]);
+    assert!(!ok);
+    assert!(err.contains("/nonexistent/config.json"), "{err}");
+    let (ok, _, err) = onetoken(&["judge", "--synthetic", "qwen9", "--request", &bad]);
+    assert!(!ok && err.contains("unknown model name"), "{err}");
+}
