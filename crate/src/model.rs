@@ -273,7 +273,7 @@ impl Model {
             })
             .collect();
         let head = weights.head();
-        Ok(Self {
+        let model = Self {
             embed_tokens: Embedding::new(g, &s.ids, &weights.embed_tokens, &x),
             gather_rows: GatherRows::new(g, &s.which, &x, &head_x, h),
             norm: RmsNorm::new(g, &head_x, &weights.norm, &s.head_normed, h, eps),
@@ -287,7 +287,9 @@ impl Model {
             options: o,
             weights,
             gpu,
-        })
+        };
+        model.gpu.check()?;
+        Ok(model)
     }
 
     /// The same weights set up for other sizes (a new KV cache and activations).
@@ -310,7 +312,7 @@ impl Model {
 
     /// The forward pass. See the module docs.
     pub async fn forward(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<ForwardOut> {
-        self.gpu.check_lost()?;
+        self.gpu.check()?;
         let plan = self.plan(batch, readout)?;
         let start = now_ms();
         let g = &*self.gpu;

@@ -305,3 +305,15 @@ fn lm_head_rows_compute_only_the_chosen_logits() {
         assert_close(&read(&gpu, &out, rows * 5), &want, 1e-4, 1e-4, &format!("lm_head_rows, limit {limit:?}"));
     }
 }
+
+#[test]
+fn device_errors_are_returned_not_panicked() {
+    let gpu = gpu();
+    gpu.check().unwrap();
+    // Bigger than any buffer may be: wgpu rejects it; the engine reports it at the next check.
+    let _huge = gpu.storage("huge", gpu.limits.max_buffer_size + 4096);
+    let err = gpu.check().unwrap_err().to_string();
+    assert!(err.starts_with("GPU: "), "{err}");
+    assert!(err.to_lowercase().contains("huge") || err.contains("size"), "{err}");
+    gpu.check().unwrap();
+}

@@ -148,7 +148,7 @@ pub async fn read_buffer_timed(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> R
         .poll(wgpu::PollType::wait_indefinitely())
         .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
     let result = mapped.await;
-    gpu.check_lost()?;
+    gpu.check()?;
     result.map_err(|e| Error::Gpu(format!("reading results back failed: {e}")))?;
     let start = crate::clock::now_ms();
     let view = slice.get_mapped_range().map_err(|e| Error::Gpu(format!("mapping failed: {e}")))?;

@@ -45,6 +45,9 @@ pub struct Gpu {
     pub direct_kernels: bool,
     pub(crate) kernels: RefCell<HashMap<KernelKey, Rc<Kernel>>>,
     lost: Arc<Mutex<Option<String>>>,
+    /// The first error the device reported outside a call that returns one (out of memory, a
+    /// rejected allocation): kept here instead of wgpu's default panic, returned by [`Gpu::check`].
+    uncaptured: Arc<Mutex<Option<String>>>,
 }
 
 /// What every kernel of the engine needs, whatever the model.
@@ -103,6 +106,19 @@ impl Gpu {
                 *slot = Some(format!("{reason:?}: {message}"));
             }
         });
+        let uncaptured = Arc::new(Mutex::new(None));
+        let slot = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let message = match &e {
+                wgpu::Error::OutOfMemory { .. } => {
+                    format!("out of GPU memory ({e}); try a smaller model, batch or context")
+                }
+                _ => e.to_string(),
+            };
+            if let Ok(mut first) = slot.lock() {
+                first.get_or_insert(message);
+            }
+        }));
         let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let weight_chunk_bytes = options.weight_chunk_bytes.unwrap_or(u64::MAX).min(max_binding);
         let info = adapter.get_info();
@@ -122,6 +138,7 @@ impl Gpu {
             direct_kernels: family == KernelFamily::Direct,
             kernels: RefCell::new(HashMap::new()),
             lost,
+            uncaptured,
         })
     }
 
@@ -131,10 +148,14 @@ impl Gpu {
         pollster::block_on(Self::new(options))
     }
 
-    /// An error if the device has been lost (driver reset, tab in the background too long...).
-    pub fn check_lost(&self) -> Result<()> {
-        match self.lost.lock().ok().and_then(|l| l.clone()) {
-            Some(why) => Err(Error::Gpu(format!("the GPU device was lost ({why}); reload the model"))),
+    /// An error if the device has been lost (driver reset, tab in the background too long...)
+    /// or has reported an error since the last check (which it then forgets).
+    pub fn check(&self) -> Result<()> {
+        if let Some(why) = self.lost.lock().ok().and_then(|l| l.clone()) {
+            return Err(Error::Gpu(format!("the GPU device was lost ({why}); reload the model")));
+        }
+        match self.uncaptured.lock().ok().and_then(|mut e| e.take()) {
+            Some(message) => Err(Error::Gpu(message)),
             None => Ok(()),
         }
     }

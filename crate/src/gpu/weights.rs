@@ -85,6 +85,7 @@ impl GpuWeights {
             }
         }
         gpu.queue.submit([encoder.finish()]);
+        gpu.check()?;
         let mut weights = assemble(config.clone(), tensors)?;
         weights.synthetic = true;
         Ok(weights)
@@ -177,6 +178,7 @@ impl GpuLoader {
     /// The weights, once every file has been streamed (and checked).
     pub fn finish(self) -> Result<GpuWeights> {
         self.gpu.queue.submit([]);
+        self.gpu.check()?;
         assemble(self.config, self.tensors)
     }
 
