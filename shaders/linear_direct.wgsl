@@ -1,25 +1,8 @@
-// Linear layer for CPU-like devices (lavapipe, SwiftShader): y[m, n_offset + n] (+)= x[m, :] .
-// w[n, :] + bias, each invocation computing a 4 x 4 block straight from memory. No workgroup
+// Linear layer (interface in linear.wgsl) for CPU-like devices (lavapipe, SwiftShader), prefill
+// and decode alike: each invocation computes a 4 x 4 block straight from memory. No workgroup
 // memory and no barriers: a CPU runs a workgroup's invocations as SIMD lanes of one thread,
 // where barriers are expensive and its caches already do what workgroup tiles do on a GPU.
-struct Shape {
-    k: u32,          // K, even
-    n: u32,          // rows of w in this chunk
-    n_offset: u32,   // first output column written by this chunk
-    out_cols: u32,   // row stride of y
-}
-struct Tokens {
-    m: u32,          // M: rows of x
-}
-override HAS_BIAS: bool = false;
-override ACCUMULATE: bool = false;
-
-@group(0) @binding(0) var<uniform> tokens: Tokens;
-@group(0) @binding(1) var<uniform> shape: Shape;
 @group(0) @binding(2) var<storage, read> x: array<vec2<f32>>;      // [M, K / 2]
-@group(0) @binding(3) var<storage, read> w: array<u32>;            // [N, K] packed
-@group(0) @binding(4) var<storage, read> bias: array<f32>;         // [out_cols]
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
 
 // gid.x: a block of 4 weight rows; gid.y: a block of 4 token rows.
 @compute @workgroup_size(64)
@@ -49,21 +32,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     for (var i = 0u; i < 4u; i++) {
-        let m = m0 + i;
         for (var j = 0u; j < 4u; j++) {
-            let n = n0 + j;
-            if m < tokens.m && n < shape.n {
-                let col = shape.n_offset + n;
-                var v = acc[i][j];
-                if HAS_BIAS {
-                    v += bias[col];
-                }
-                let at = m * shape.out_cols + col;
-                if ACCUMULATE {
-                    v += y[at];
-                }
-                y[at] = v;
-            }
+            store(m0 + i, n0 + j, acc[i][j]);
         }
     }
 }

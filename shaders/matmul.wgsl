@@ -1,24 +1,6 @@
-// Prefill linear layer: y[m, n_offset + n] (+)= x[m, :] . w[n, :] + bias[n_offset + n]
-// x: [M, K] activations (all tokens of all sequences), w: [N, K] one row chunk of a HF Linear
-// weight ([out, in]); tiled 64 x 64 in workgroup memory, each thread computing a 4 x 4 block.
-struct Shape {
-    k: u32,          // K, even
-    n: u32,          // rows of w in this chunk
-    n_offset: u32,   // first output column written by this chunk
-    out_cols: u32,   // row stride of y
-}
-struct Tokens {
-    m: u32,          // M: rows of x
-}
-override HAS_BIAS: bool = false;
-override ACCUMULATE: bool = false;  // y += result (fuses the residual add)
-
-@group(0) @binding(0) var<uniform> tokens: Tokens;
-@group(0) @binding(1) var<uniform> shape: Shape;
+// Prefill linear layer (interface in linear.wgsl) for GPUs: x holds all tokens of all
+// sequences; tiled 64 x 64 in workgroup memory, each thread computing a 4 x 4 block.
 @group(0) @binding(2) var<storage, read> x: array<f32>;            // [M, K]
-@group(0) @binding(3) var<storage, read> w: array<u32>;            // [N, K] packed
-@group(0) @binding(4) var<storage, read> bias: array<f32>;         // [out_cols] (unused without HAS_BIAS)
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
 
 const TILE: u32 = 64u;
 const BK: u32 = 16u;
@@ -80,21 +62,8 @@ fn main(
         workgroupBarrier();
     }
     for (var i = 0u; i < 4u; i++) {
-        let m = m0 + lid.y + 16u * i;
         for (var j = 0u; j < 4u; j++) {
-            let n = n0 + lid.x + 16u * j;
-            if m < tokens.m && n < shape.n {
-                let col = shape.n_offset + n;
-                var v = acc[i][j];
-                if HAS_BIAS {
-                    v += bias[col];
-                }
-                let at = m * shape.out_cols + col;
-                if ACCUMULATE {
-                    v += y[at];
-                }
-                y[at] = v;
-            }
+            store(m0 + lid.y + 16u * i, n0 + lid.x + 16u * j, acc[i][j]);
         }
     }
 }

@@ -1,25 +1,8 @@
-// Decode linear layer for B <= 8 rows: y[b, n_offset + n] (+)= x[b, :] . w[n, :] + bias.
+// Decode linear layer (interface in linear.wgsl) for GPUs, B = M <= 8 rows.
 // Decode is bandwidth-bound: each weight word is read once for all B rows, 64 threads walk a
 // weight row along K (coalesced), and the partial sums meet in workgroup memory (no subgroups:
 // wgpu on the web does not expose them).
-struct Shape {
-    k: u32,          // K, even
-    n: u32,          // rows of w in this chunk
-    n_offset: u32,   // first output column written by this chunk
-    out_cols: u32,   // row stride of y
-}
-struct Tokens {
-    m: u32,          // B: rows of x, at most 8
-}
-override HAS_BIAS: bool = false;
-override ACCUMULATE: bool = false;
-
-@group(0) @binding(0) var<uniform> tokens: Tokens;
-@group(0) @binding(1) var<uniform> shape: Shape;
 @group(0) @binding(2) var<storage, read> x: array<vec2<f32>>;      // [B, K / 2]
-@group(0) @binding(3) var<storage, read> w: array<u32>;            // [N, K] packed
-@group(0) @binding(4) var<storage, read> bias: array<f32>;         // [out_cols]
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [B, out_cols]
 
 const MAX_B: u32 = 8u;
 const LANES: u32 = 64u;     // threads per weight row
@@ -58,16 +41,7 @@ fn main(
         }
         workgroupBarrier();
     }
-    if n < shape.n && lane < b_count {
-        let col = shape.n_offset + n;
-        var v = partial[lid.y * LANES * MAX_B + lane];
-        if HAS_BIAS {
-            v += bias[col];
-        }
-        let at = lane * shape.out_cols + col;
-        if ACCUMULATE {
-            v += y[at];
-        }
-        y[at] = v;
+    if lane < b_count {
+        store(lane, n, partial[lid.y * LANES * MAX_B + lane]);
     }
 }

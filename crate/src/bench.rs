@@ -149,13 +149,13 @@ pub struct BenchReport {
 const COPY: KernelSpec = KernelSpec {
     name: "bench_copy",
     source: include_str!("../../shaders/bench_copy.wgsl"),
-    packed: false,
+    prelude: &[],
     bindings: &[Read, ReadWrite],
 };
 const FMA: KernelSpec = KernelSpec {
     name: "bench_fma",
     source: include_str!("../../shaders/bench_fma.wgsl"),
-    packed: false,
+    prelude: &[],
     bindings: &[Uniform, ReadWrite],
 };
 

@@ -8,36 +8,38 @@ use std::rc::Rc;
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::{Binding::*, Gpu, Kernel, KernelSpec, PackedMatrix};
+use crate::gpu::{Binding::*, Gpu, Kernel, KernelSpec, LINEAR, PACKED, PackedMatrix};
 
 type Pass<'a> = wgpu::ComputePass<'a>;
 
 macro_rules! spec {
-    ($name:literal, packed: $packed:expr, [$($b:expr),*]) => {
+    ($name:literal, prelude: [$($p:expr),*], [$($b:expr),*]) => {
         KernelSpec {
             name: $name,
             source: include_str!(concat!("../../shaders/", $name, ".wgsl")),
-            packed: $packed,
+            prelude: &[$($p),*],
             bindings: &[$($b),*],
         }
     };
 }
 
-pub const EMBEDDING: KernelSpec = spec!("embedding", packed: true, [Uniform, Read, Read, ReadWrite]);
-pub const RMS_NORM: KernelSpec = spec!("rms_norm", packed: false, [Uniform, Read, Read, ReadWrite]);
-pub const MATMUL: KernelSpec = spec!("matmul", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
-pub const MATVEC: KernelSpec = spec!("matvec", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
+pub const EMBEDDING: KernelSpec = spec!("embedding", prelude: [PACKED], [Uniform, Read, Read, ReadWrite]);
+pub const RMS_NORM: KernelSpec = spec!("rms_norm", prelude: [], [Uniform, Read, Read, ReadWrite]);
+pub const MATMUL: KernelSpec =
+    spec!("matmul", prelude: [PACKED, LINEAR], [Uniform, Uniform, Read, Read, Read, ReadWrite]);
+pub const MATVEC: KernelSpec =
+    spec!("matvec", prelude: [PACKED, LINEAR], [Uniform, Uniform, Read, Read, Read, ReadWrite]);
 pub const LINEAR_DIRECT: KernelSpec =
-    spec!("linear_direct", packed: true, [Uniform, Uniform, Read, Read, Read, ReadWrite]);
-pub const ROPE: KernelSpec = spec!("rope", packed: false, [Uniform, Read, Read, ReadWrite]);
-pub const KV_WRITE: KernelSpec = spec!("kv_write", packed: false, [Uniform, Read, Read, Read, ReadWrite, ReadWrite]);
-pub const ATTENTION: KernelSpec = spec!("attention", packed: false, [Uniform, Read, Read, Read, Read, ReadWrite]);
-pub const SILU_MUL: KernelSpec = spec!("silu_mul", packed: false, [Uniform, ReadWrite, Read]);
-pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", packed: false, [Uniform, Read, Read, ReadWrite]);
-pub const TOP_K: KernelSpec = spec!("top_k", packed: false, [Uniform, Uniform, Read, ReadWrite]);
-pub const LM_HEAD_ROWS: KernelSpec = spec!("lm_head_rows", packed: true, [Uniform, Read, Read, Read, ReadWrite]);
-pub const KV_COPY: KernelSpec = spec!("kv_copy", packed: false, [Uniform, ReadWrite, ReadWrite]);
-pub const SYNTHETIC: KernelSpec = spec!("synthetic", packed: false, [Uniform, ReadWrite]);
+    spec!("linear_direct", prelude: [PACKED, LINEAR], [Uniform, Uniform, Read, Read, Read, ReadWrite]);
+pub const ROPE: KernelSpec = spec!("rope", prelude: [], [Uniform, Read, Read, ReadWrite]);
+pub const KV_WRITE: KernelSpec = spec!("kv_write", prelude: [], [Uniform, Read, Read, Read, ReadWrite, ReadWrite]);
+pub const ATTENTION: KernelSpec = spec!("attention", prelude: [], [Uniform, Read, Read, Read, Read, ReadWrite]);
+pub const SILU_MUL: KernelSpec = spec!("silu_mul", prelude: [], [Uniform, ReadWrite, Read]);
+pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", prelude: [], [Uniform, Read, Read, ReadWrite]);
+pub const TOP_K: KernelSpec = spec!("top_k", prelude: [], [Uniform, Uniform, Read, ReadWrite]);
+pub const LM_HEAD_ROWS: KernelSpec = spec!("lm_head_rows", prelude: [PACKED], [Uniform, Read, Read, Read, ReadWrite]);
+pub const KV_COPY: KernelSpec = spec!("kv_copy", prelude: [], [Uniform, ReadWrite, ReadWrite]);
+pub const SYNTHETIC: KernelSpec = spec!("synthetic", prelude: [], [Uniform, ReadWrite]);
 
 /// Largest decode batch the matvec kernel takes (its accumulators are `array<f32, 8>`).
 pub const MATVEC_MAX_ROWS: u32 = 8;

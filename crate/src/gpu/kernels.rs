@@ -14,12 +14,14 @@ pub enum Binding {
     ReadWrite,
 }
 
-/// A WGSL kernel: its file and its bindings in order (`@binding(0)`, `@binding(1)`, ...).
+/// A WGSL kernel: its file, the shared files prepended to it, and its bindings in order
+/// (`@binding(0)`, `@binding(1)`, ...).
 pub struct KernelSpec {
     pub name: &'static str,
     pub source: &'static str,
-    /// Prepend `packed.wgsl` (the kernel reads a packed weight matrix `w`).
-    pub packed: bool,
+    /// Shared WGSL put before `source`: [`PACKED`] (reading packed weights `w`), [`LINEAR`]
+    /// (the linear-layer interface). WGSL has no include; concatenation is the whole mechanism.
+    pub prelude: &'static [&'static str],
     pub bindings: &'static [Binding],
 }
 
@@ -31,7 +33,8 @@ pub struct Kernel {
 
 pub(crate) type KernelKey = (&'static str, Vec<(&'static str, u64)>);
 
-const PACKED: &str = include_str!("../../../shaders/packed.wgsl");
+pub const PACKED: &str = include_str!("../../../shaders/packed.wgsl");
+pub const LINEAR: &str = include_str!("../../../shaders/linear.wgsl");
 
 impl Gpu {
     /// The pipeline of `spec` with these override constants, built on first use.
@@ -40,7 +43,7 @@ impl Gpu {
         if let Some(k) = self.kernels.borrow().get(&key) {
             return k.clone();
         }
-        let source = if spec.packed { format!("{PACKED}\n{}", spec.source) } else { spec.source.to_string() };
+        let source = [spec.prelude, &[spec.source]].concat().join("\n");
         let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(spec.name),
             source: wgpu::ShaderSource::Wgsl(source.into()),

@@ -9,7 +9,7 @@ mod weights;
 
 pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions, KernelFamily};
-pub use kernels::{Binding, Kernel, KernelSpec};
+pub use kernels::{Binding, Kernel, KernelSpec, LINEAR, PACKED};
 #[cfg(not(target_arch = "wasm32"))]
 pub use weights::load_dir;
 pub use weights::{GpuLayer, GpuLinear, GpuLoader, GpuWeights};

@@ -1,0 +1,39 @@
+// The interface every linear-layer kernel shares (matmul, matvec, linear_direct), prepended to
+// each: y[m, n_offset + n] (+)= x[m, :] . w[n, :] + bias[n_offset + n], where w is one row
+// chunk of a HF Linear weight ([out, in], packed; see packed.wgsl). Each kernel declares
+// binding 2, x: [M, K] row-major, as f32 or vec2<f32> as it reads it.
+struct Shape {
+    k: u32,          // K, even
+    n: u32,          // rows of w in this chunk
+    n_offset: u32,   // first output column written by this chunk
+    out_cols: u32,   // row stride of y
+}
+struct Tokens {
+    m: u32,          // M: rows of x (all tokens of the batch; at most 8 for matvec)
+}
+override HAS_BIAS: bool = false;
+override ACCUMULATE: bool = false;  // y += result: fuses the residual add
+
+@group(0) @binding(0) var<uniform> tokens: Tokens;
+@group(0) @binding(1) var<uniform> shape: Shape;
+@group(0) @binding(3) var<storage, read> w: array<u32>;            // [N, K] packed
+@group(0) @binding(4) var<storage, read> bias: array<f32>;         // [out_cols] (read with HAS_BIAS)
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
+
+// Writes the dot product of token row m and weight row n, adding the bias and, with
+// ACCUMULATE, what y held. Out-of-range (m, n) are skipped.
+fn store(m: u32, n: u32, dot_product: f32) {
+    if m >= tokens.m || n >= shape.n {
+        return;
+    }
+    let col = shape.n_offset + n;
+    var v = dot_product;
+    if HAS_BIAS {
+        v += bias[col];
+    }
+    let at = m * shape.out_cols + col;
+    if ACCUMULATE {
+        v += y[at];
+    }
+    y[at] = v;
+}
