@@ -51,8 +51,8 @@ const COMMANDS = {
     return model;
   },
 
-  async judge({ request, strategy = 'b', topK = 0 }) {
-    const out = await need(engine).judge(JSON.stringify(request), strategy, topK);
+  async judge({ request, strategy = 'b', topK = 0, sequenceLogprobs = false }) {
+    const out = await need(engine).judge(JSON.stringify(request), strategy, topK, sequenceLogprobs);
     return JSON.parse(out);
   },
 

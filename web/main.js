@@ -202,9 +202,9 @@ function showModelInputs() {
 }
 
 // ---- Judging ----------------------------------------------------------------------------
-async function judge(request, strategy = 'b', topK = 0) {
+async function judge(request, strategy = 'b', topK = 0, sequenceLogprobs = false) {
   if (!modelInfo) throw new Error('no model is loaded yet');
-  return client.call('judge', { request, strategy, topK });
+  return client.call('judge', { request, strategy, topK, sequenceLogprobs });
 }
 
 async function run(strategy) {
@@ -381,10 +381,13 @@ ready.catch(() => {});
 window.onetoken = {
   /** Resolves once the default (or ?model=) model is loaded. */
   ready,
-  /** judge({system?, user, choices, prefix?, strategy?}) -> the CLI's judgment record ('all': a list). */
-  judge: async ({ strategy = 'b', ...request }) => {
+  /**
+   * judge({system?, user, choices, prefix?, strategy?, top_k?, sequence_logprobs?}) -> the CLI's
+   * judgment record ('all': a list).
+   */
+  judge: async ({ strategy = 'b', top_k = 0, sequence_logprobs = false, ...request }) => {
     await ready;
-    return judge(request, strategy);
+    return judge(request, strategy, top_k, sequence_logprobs);
   },
   /** batch([requests], sharedPrefix) -> {batch, judgments}. */
   batch: async (requests, sharedPrefix = true) => {

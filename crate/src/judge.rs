@@ -135,6 +135,9 @@ pub struct Judgment {
     pub gpu_timings_ms: Option<GpuTimings>,
     /// Synthetic weights: the answer is meaningless; the timings are real.
     pub synthetic: bool,
+    /// On request ([`Engine::sequence_logprobs`]): each choice's full-sequence log-probability
+    /// (its tokens and the closing) after B's prompt; `None` otherwise.
+    pub sequence_logprobs: Option<Vec<f32>>,
 }
 
 /// A batch of judgments (strategy C).
@@ -310,7 +313,66 @@ impl Engine {
             timings_ms: Timings::default(),
             gpu_timings_ms: None,
             synthetic: self.synthetic(),
+            sequence_logprobs: None,
         })
+    }
+
+    /// The log-probability of each whole choice (tokens and closing) after B's prompt:
+    /// log p(t1 | prompt) + log p(t2 | prompt, t1) + ... The prompt is prefilled once in slot 0
+    /// and copied to one slot per choice; all continuations then run as one batch, reading
+    /// only the needed logits and each position's logsumexp. An analysis, not a strategy: it
+    /// costs a second, batched pass, and is not part of B's timings.
+    pub async fn sequence_logprobs(&mut self, req: &JudgeRequest) -> Result<Vec<f32>> {
+        let tok = &self.tokenizer;
+        let prompt = tok.chat_prompt(req.system.as_deref(), &req.user, req.prefix())?;
+        let set = ChoiceSet::new(tok, &prompt, &req.choices, CLOSING)?;
+        let n = set.choices.len();
+        let rows: usize = set.sequences.iter().map(|s| s.len() - 1).sum();
+        let longest = set.sequences.iter().map(Vec::len).max().unwrap_or(0);
+        let union = set.all_tokens();
+        let o = self.model.options;
+        let need = ModelOptions {
+            max_tokens: o.max_tokens.max(set.base.len()).max(rows),
+            kv_slots: o.kv_slots.max(n + 1),
+            kv_capacity: o.kv_capacity.max(set.base.len() + longest),
+            max_rows: o.max_rows.max(rows),
+            max_choice_ids: o.max_choice_ids.max(union.len()),
+        };
+        if need.kv_slots > o.kv_slots
+            || need.max_rows > o.max_rows
+            || need.max_tokens > o.max_tokens
+            || need.kv_capacity > o.kv_capacity
+            || need.max_choice_ids > o.max_choice_ids
+        {
+            self.model = self.model.resized(need)?;
+        }
+        self.check_fits(set.base.len() + longest)?;
+        self.model.kv.reset_all();
+        let first = Readout { rows: Rows::Last, head: Head::Full { top_k: 1, ids: &union }, hidden: false };
+        let out = self.model.prefill(&[Sequence { slot: 0, tokens: &set.base }], first).await?;
+        let logprob = |row: &crate::model::RowOut, token: u32| {
+            let at = union.binary_search(&token).expect("in union");
+            row.logits[at] - row.logsumexp.expect("full head")
+        };
+        let mut result: Vec<f32> = set.sequences.iter().map(|s| logprob(&out.rows[0], s[0])).collect();
+        if rows > 0 {
+            let mut batch = Vec::new();
+            for (c, seq) in set.sequences.iter().enumerate() {
+                if seq.len() > 1 {
+                    self.model.kv.copy_prefix(&self.model.gpu, 0, c + 1, set.base.len())?;
+                    batch.push(Sequence { slot: c + 1, tokens: &seq[..seq.len() - 1] });
+                }
+            }
+            let all = Readout { rows: Rows::All, head: Head::Full { top_k: 1, ids: &union }, hidden: false };
+            let out = self.model.prefill(&batch, all).await?;
+            let mut row = out.rows.iter();
+            for (c, seq) in set.sequences.iter().enumerate() {
+                for &next in &seq[1..] {
+                    result[c] += logprob(row.next().expect("one row per continuation token"), next);
+                }
+            }
+        }
+        Ok(result)
     }
 
     /// Fails before any GPU work if `tokens` cannot fit one KV slot.
@@ -425,6 +487,7 @@ impl Engine {
             timings_ms: Timings::default(),
             gpu_timings_ms: None,
             synthetic: self.synthetic(),
+            sequence_logprobs: None,
         })
     }
 
@@ -551,6 +614,7 @@ impl Engine {
                     },
                     gpu_timings_ms: gpu.clone(),
                     synthetic: self.synthetic(),
+                    sequence_logprobs: None,
                 })
             })
             .collect::<Result<_>>()?;

@@ -207,8 +207,15 @@ impl WebEngine {
     }
 
     /// Judges one request (the CLI's request JSON) with `strategy` (a CLI name or `all`);
-    /// resolves to the judgment JSON, or a JSON list of them for `all`.
-    pub async fn judge(&self, request_json: String, strategy: String, top_k: usize) -> Result<String, JsError> {
+    /// resolves to the judgment JSON, or a JSON list of them for `all`. `sequence_logprobs`
+    /// adds each choice's full-sequence log-probability to B's records.
+    pub async fn judge(
+        &self,
+        request_json: String,
+        strategy: String,
+        top_k: usize,
+        sequence_logprobs: bool,
+    ) -> Result<String, JsError> {
         let req: JudgeRequest =
             serde_json::from_str(&request_json).map_err(|e| JsError::new(&format!("not a judgment request: {e}")))?;
         let strategies = Strategy::parse_list(&strategy).map_err(js)?;
@@ -217,7 +224,11 @@ impl WebEngine {
                 e.fit(std::slice::from_ref(&req), false).map_err(js)?;
                 let mut out = Vec::new();
                 for s in &strategies {
-                    out.push(e.judge(&req, *s, top_k).await.map_err(js)?);
+                    let mut record = e.judge(&req, *s, top_k).await.map_err(js)?;
+                    if sequence_logprobs && record.strategy.starts_with('b') {
+                        record.sequence_logprobs = Some(e.sequence_logprobs(&req).await.map_err(js)?);
+                    }
+                    out.push(record);
                 }
                 Ok(out)
             })

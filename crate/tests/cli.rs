@@ -119,3 +119,19 @@ fn help_lists_the_commands_and_bad_input_fails_clearly() {
     let (ok, _, err) = onetoken(&["judge", "--synthetic", "qwen9", "--request", &bad]);
     assert!(!ok && err.contains("unknown model name"), "{err}");
 }
+
+#[test]
+fn sequence_logprobs_is_an_option_of_b() {
+    let model = fixture("tiny-qwen2").display().to_string();
+    let request = scratch("seq.json", r#"{"user": "City?", "choices": ["New York", "New Jersey"]}"#);
+    let (ok, out, err) =
+        onetoken(&["judge", "--model", &model, "--request", &request, "--strategy", "b", "--sequence-logprobs"]);
+    assert!(ok, "{err}");
+    let r = &lines(&out)[0];
+    let lps = r["sequence_logprobs"].as_array().unwrap();
+    assert_eq!(lps.len(), 2);
+    assert!(lps.iter().all(|lp| lp.as_f64().unwrap() < 0.0));
+    // Without the flag the field is null.
+    let (_, out, _) = onetoken(&["judge", "--model", &model, "--request", &request, "--strategy", "b"]);
+    assert!(lines(&out)[0]["sequence_logprobs"].is_null());
+}

@@ -133,3 +133,37 @@ fn the_engine_fits_itself_to_long_prompts_up_to_the_context() {
     let msg = e.fit(&[too_long], false).unwrap_err().to_string();
     assert!(msg.contains("the model's context is 4096 tokens"), "{msg}");
 }
+
+#[test]
+fn sequence_log_probabilities_equal_the_cpu_reference() {
+    use onetoken::choice::{CLOSING, ChoiceSet};
+    use onetoken::reference::{CpuKvCache, CpuModel, Logits};
+    let mut e = engine(1);
+    let req = request("Which city?", &["New York", "New Jersey", "Boston"]);
+    let got = block(e.sequence_logprobs(&req)).unwrap();
+
+    let cpu = CpuModel::load(&fixture("tiny-qwen2")).unwrap();
+    let prompt = e.tokenizer.chat_prompt(req.system.as_deref(), &req.user, req.prefix()).unwrap();
+    let set = ChoiceSet::new(&e.tokenizer, &prompt, &req.choices, CLOSING).unwrap();
+    let vocab = cpu.config.vocab_size;
+    let want: Vec<f32> = set
+        .sequences
+        .iter()
+        .map(|seq| {
+            let ids: Vec<u32> = set.base.iter().chain(&seq[..seq.len() - 1]).copied().collect();
+            let out = cpu.forward(&ids, &mut CpuKvCache::new(&cpu.config), Logits::All).unwrap();
+            let first = set.base.len() - 1;
+            seq.iter()
+                .enumerate()
+                .map(|(i, &t)| {
+                    let row = &out.logits[(first + i) * vocab..(first + i + 1) * vocab];
+                    let max = row.iter().copied().fold(f32::MIN, f32::max);
+                    let lse = max + row.iter().map(|l| (l - max).exp()).sum::<f32>().ln();
+                    row[t as usize] - lse
+                })
+                .sum()
+        })
+        .collect();
+    assert_close(&got, &want, 1e-3, 1e-4, "sequence log-probabilities");
+    assert!(got.iter().all(|lp| *lp < 0.0));
+}

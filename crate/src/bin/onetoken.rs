@@ -69,6 +69,9 @@ struct JudgeArgs {
     /// With --requests: prefill the prompts' common prefix (the document) once.
     #[arg(long)]
     shared_prefix: bool,
+    /// Also give B's records each choice's full-sequence log-probability (a second pass).
+    #[arg(long)]
+    sequence_logprobs: bool,
 }
 
 #[derive(clap::Args)]
@@ -241,7 +244,11 @@ fn judge(args: JudgeArgs) -> Result<()> {
     let strategies = Strategy::parse_list(&args.strategy)?;
     let mut engine = engine_for(&args.source, std::slice::from_ref(&req), false)?;
     for s in strategies {
-        print(&pollster::block_on(engine.judge(&req, s, args.top_k))?);
+        let mut record = pollster::block_on(engine.judge(&req, s, args.top_k))?;
+        if args.sequence_logprobs && record.strategy.starts_with('b') {
+            record.sequence_logprobs = Some(pollster::block_on(engine.sequence_logprobs(&req))?);
+        }
+        print(&record);
     }
     Ok(())
 }
