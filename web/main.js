@@ -167,7 +167,8 @@ async function load(source) {
     modelInfo = result.info;
     $('model-progress').hidden = true;
     const name = source.kind === 'files' ? source.files.map((f) => f.name).join(', ') : source.name ?? source.url;
-    $('model-status').textContent = `${t().loaded}: ${name} — ${(modelInfo.parameters / 1e6).toFixed(0)}M, ${modelInfo.layers} layers, hidden ${modelInfo.hidden_size}`;
+    const facts = fill(t().modelFacts, { params: (modelInfo.parameters / 1e6).toFixed(modelInfo.parameters < 1e7 ? 2 : 0), layers: modelInfo.layers, hidden: modelInfo.hidden_size });
+    $('model-status').textContent = `${t().loaded}: ${name} — ${facts}`;
     $('synthetic-note').hidden = !modelInfo.synthetic;
     refreshCaches();
     return modelInfo;
@@ -339,7 +340,10 @@ function wire() {
 }
 
 function presetFromUrl() {
-  applyPreset('colors');
+  // The article's example, in the reader's language.
+  const preset = lang === 'ko' ? 'koColors' : 'colors';
+  applyPreset(preset);
+  $('preset').value = preset;
   $('prefix').value = params.get('prefix') ?? '{"choice": "';
   if (params.has('system')) $('system').value = params.get('system');
   if (params.has('doc')) $('document').value = params.get('doc');
@@ -350,8 +354,8 @@ function presetFromUrl() {
 
 async function start() {
   wire();
-  presetFromUrl();
   applyLanguage();
+  presetFromUrl();
   $('gpu-info').textContent = t().gpuChecking;
   if ('serviceWorker' in navigator) navigator.serviceWorker.register('./sw.js').catch(() => {});
   const { gpu, adapter } = await client.call('init').catch((e) => {

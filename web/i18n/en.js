@@ -17,6 +17,7 @@ export default {
   load: 'Load',
   loading: 'Loading…',
   loaded: 'Loaded',
+  modelFacts: '{params}M parameters, {layers} layers, hidden size {hidden}',
   syntheticNote: 'Synthetic weights: the timings are real, the answers are meaningless.',
   progress: '{mb} of {total} MB, {rate} MB/s, {left} s left',
   progressCached: '{mb} of {total} MB from the browser cache',

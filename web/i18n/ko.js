@@ -17,6 +17,7 @@ export default {
   load: '불러오기',
   loading: '불러오는 중…',
   loaded: '불러옴',
+  modelFacts: '매개변수 {params}M개, 층 {layers}개, 은닉 크기 {hidden}',
   syntheticNote: '합성 가중치: 시간은 실제로 측정한 값이지만, 답은 의미가 없습니다.',
   progress: '{total} MB 중 {mb} MB, {rate} MB/s, {left}초 남음',
   progressCached: '브라우저 캐시에서 {total} MB 중 {mb} MB',

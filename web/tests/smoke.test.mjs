@@ -43,7 +43,7 @@ test('every encode case of tokenizer_cases.json matches', async () => {
 });
 
 test('the page opens on the synthetic Qwen2.5-0.5B model and says its answers are meaningless', async () => {
-  assert.match(await page.textContent('#model-status'), /494M, 24 layers, hidden 896/);
+  assert.match(await page.textContent('#model-status'), /494M parameters, 24 layers, hidden size 896/);
   assert.equal(await page.isVisible('#synthetic-note'), true);
 });
 
