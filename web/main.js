@@ -349,7 +349,8 @@ function presetFromUrl() {
   if (params.has('doc')) $('document').value = params.get('doc');
   if (params.has('q')) $('question').value = params.get('q');
   if (params.has('choices')) choices = params.get('choices').split('|').filter((c) => c.trim());
-  $('batch-questions').value = ['What color is the sky?', 'Is it night?', 'Which wavelengths scatter most?'].join('\n');
+  renderChoices();
+  $('batch-questions').value = PRESETS[preset].batch.join('\n');
 }
 
 async function start() {

@@ -5,6 +5,7 @@ export const PRESETS = {
     document: 'On a clear day at noon, sunlight scatters off the air, and short wavelengths scatter most.',
     question: 'What color is the sky?',
     choices: ['blue', 'red', 'yellow'],
+    batch: ['What color is the sky?', 'What color is the sky at sunset?', 'Which wavelengths scatter most?'],
   },
   sentiment: {
     system: 'You classify the sentiment of reviews. Answer in JSON.',
@@ -23,6 +24,7 @@ export const PRESETS = {
     document: '맑은 날 정오에는 햇빛이 공기에 흩어지며, 파장이 짧은 빛이 가장 많이 흩어집니다.',
     question: '하늘은 무슨 색인가요?',
     choices: ['파란색', '빨간색', '노란색'],
+    batch: ['하늘은 무슨 색인가요?', '해 질 녘 하늘은 무슨 색인가요?', '어떤 파장이 가장 많이 흩어지나요?'],
   },
   koYesNo: {
     system: '문서에 대한 질문에 답하세요. JSON으로 답하세요.',
@@ -31,6 +33,8 @@ export const PRESETS = {
     choices: ['예', '아니오'],
   },
 };
+
+// `colors` and `koColors` also carry the batch editor's default questions (strategy C).
 
 /** The user message of a judgment: the document, then the question. */
 export function userMessage(document, question) {
