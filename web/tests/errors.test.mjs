@@ -49,3 +49,22 @@ test('bad choices are refused with a specific message', async () => {
   assert.match(await ask(['red', 'red']), /are the same/);
   assert.match(await ask(['red', '']), /is empty/);
 });
+
+test('local files chosen in the picker load like a folder', async () => {
+  await page.selectOption('#model-kind', 'files');
+  const names = ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'];
+  await page.setInputFiles('#model-files', names.map((n) => path.join(FIXTURE, n)));
+  await page.click('#model-load');
+  await page.waitForFunction(() => /config\.json, model\.safetensors/.test(document.getElementById('model-status').textContent));
+  const r = await page.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
+  assert.equal(r.synthetic, false);
+  assert.equal(r.prompt_tokens > 0, true);
+});
+
+test('a model by URL streams from that address (here the local server)', async () => {
+  const url = new URL('models/tiny-qwen2/', page.url()).href;
+  const info = await page.evaluate((u) => window.onetoken.load({ kind: 'url', url: u }), url);
+  assert.equal(info.layers, 2);
+  const missing = await page.evaluate((u) => window.onetoken.load({ kind: 'url', url: u }).then(() => 'loaded', (e) => e.message), new URL('models/nothing/', page.url()).href);
+  assert.match(missing, /config\.json: HTTP 404/);
+});
