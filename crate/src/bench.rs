@@ -10,7 +10,7 @@ use crate::config::Qwen2Config;
 use crate::cost::{CostModel, PrefillFit, forward_flops, median};
 use crate::error::Result;
 use crate::gpu::Binding::*;
-use crate::gpu::{Gpu, KernelSpec, read_buffer};
+use crate::gpu::{Gpu, KernelSpec, PassTimer, read_buffer};
 use crate::judge::{Engine, JudgeRequest, Judgment, Strategy};
 use crate::model::ModelOptions;
 
@@ -162,44 +162,25 @@ const FMA: KernelSpec = KernelSpec {
 /// Runs `dispatch` `repeats` times in one submit and returns ms per run (GPU time where the
 /// device has timestamps, else wall time around submit and completion).
 async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut wgpu::ComputePass)) -> Result<(f64, bool)> {
-    let stamps = gpu.timestamps.then(|| {
-        let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("bench"),
-            ty: wgpu::QueryType::Timestamp,
-            count: 2,
-        });
-        let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("bench stamps"),
-            size: 16,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        (set, resolve)
-    });
+    let timer = PassTimer::new(gpu, 1);
     let staging = gpu.staging("bench stamps", 16);
     let start = now_ms();
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
     {
-        let timestamp_writes = stamps.as_ref().map(|(set, _)| wgpu::ComputePassTimestampWrites {
-            query_set: set,
-            beginning_of_pass_write_index: Some(0),
-            end_of_pass_write_index: Some(1),
-        });
+        let timestamp_writes = timer.as_ref().map(|t| t.writes(0));
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
         for _ in 0..repeats {
             dispatch(&mut pass);
         }
     }
-    if let Some((set, resolve)) = &stamps {
-        encoder.resolve_query_set(set, 0..2, resolve, 0);
-        encoder.copy_buffer_to_buffer(resolve, 0, &staging, 0, Some(16));
+    if let Some(t) = &timer {
+        t.copy_to(&mut encoder, &staging, 0);
     }
     gpu.queue.submit([encoder.finish()]);
     let bytes = read_buffer(gpu, &staging, 16).await?;
     let wall = now_ms() - start;
-    let t: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes);
-    let gpu_ms = t[1].saturating_sub(t[0]) as f64 * f64::from(gpu.queue.get_timestamp_period()) / 1e6;
-    Ok(if stamps.is_some() && gpu_ms > 0.0 {
+    let gpu_ms = PassTimer::ms(gpu, &bytes, 0);
+    Ok(if timer.is_some() && gpu_ms > 0.0 {
         (gpu_ms / f64::from(repeats), true)
     } else {
         (wall / f64::from(repeats), false)

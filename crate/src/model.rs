@@ -12,7 +12,7 @@ use std::rc::Rc;
 use crate::clock::now_ms;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, GpuWeights, read_buffer, read_buffer_timed};
+use crate::gpu::{Gpu, GpuWeights, PassTimer, read_buffer, read_buffer_timed};
 use crate::kv_cache::KvCache;
 use crate::ops::{
     Attention, Embedding, GatherRows, KvWrite, Linear, LmHeadRows, RmsNorm, Rope, SiluMul, TOP_K_MAX, TopK,
@@ -156,7 +156,7 @@ struct Scratch {
     choice_logits: wgpu::Buffer, // [R, k]
     head_normed: wgpu::Buffer,   // [R, hidden]
     staging: wgpu::Buffer,       // best + choice logits + hidden + timestamps
-    timestamps: Option<(wgpu::QuerySet, wgpu::Buffer)>,
+    timer: Option<PassTimer>,    // GPU time of the two passes: layers, head
 }
 
 pub struct Model {
@@ -206,20 +206,6 @@ impl Model {
             act("up", i),
         );
         let head_x = g.storage("head_x", f32s(o.max_rows * h));
-        let timestamps = g.timestamps.then(|| {
-            let set = g.device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("phases"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 4,
-            });
-            let resolve = g.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("timestamps"),
-                size: 32,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            (set, resolve)
-        });
         let s = Scratch {
             tokens: g.uniform("tokens", &[0u32; 4]),
             rows: g.uniform("rows", &[0u32; 4]),
@@ -232,7 +218,7 @@ impl Model {
             choice_logits: g.storage("choice_logits", f32s(o.max_rows * o.max_choice_ids)),
             head_normed: g.storage("head_normed", f32s(o.max_rows * h)),
             staging: g.staging("readout", f32s(o.max_rows * (2 * (1 + TOP_K_MAX) + o.max_choice_ids + h)) + 40),
-            timestamps,
+            timer: PassTimer::new(g, 2),
         };
         let inv_freq = g.storage_from("inv_freq", &rope_inv_freq(c.head_dim(), c.rope_theta));
         let eps = c.rms_norm_eps;
@@ -328,13 +314,7 @@ impl Model {
         }
 
         let mut encoder = g.device.create_command_encoder(&Default::default());
-        let phase = |i: u32| {
-            s.timestamps.as_ref().map(|(set, _)| wgpu::ComputePassTimestampWrites {
-                query_set: set,
-                beginning_of_pass_write_index: Some(2 * i),
-                end_of_pass_write_index: Some(2 * i + 1),
-            })
-        };
+        let phase = |i: u32| s.timer.as_ref().map(|t| t.writes(i));
         {
             let mut pass = encoder
                 .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("layers"), timestamp_writes: phase(0) });
@@ -391,9 +371,8 @@ impl Model {
         if readout.hidden {
             encoder.copy_buffer_to_buffer(&s.head_normed, 0, &s.staging, hidden_at, Some(hidden_len));
         }
-        if let Some((set, resolve)) = &s.timestamps {
-            encoder.resolve_query_set(set, 0..4, resolve, 0);
-            encoder.copy_buffer_to_buffer(resolve, 0, &s.staging, stamps_at, Some(32));
+        if let Some(t) = &s.timer {
+            t.copy_to(&mut encoder, &s.staging, stamps_at);
         }
         let vocab = self.config.vocab_size as u64;
         let full = (readout.head == Head::Logits).then(|| {
@@ -434,17 +413,10 @@ impl Model {
         let timing = ForwardTiming {
             wall_ms,
             readback_ms,
-            gpu_layers_ms: s.timestamps.as_ref().map(|_| self.stamp_ms(&bytes, stamps_at, 0)),
-            gpu_head_ms: s.timestamps.as_ref().map(|_| self.stamp_ms(&bytes, stamps_at, 1)),
+            gpu_layers_ms: s.timer.as_ref().map(|_| PassTimer::ms(g, &bytes[stamps_at as usize..], 0)),
+            gpu_head_ms: s.timer.as_ref().map(|_| PassTimer::ms(g, &bytes[stamps_at as usize..], 1)),
         };
         Ok(ForwardOut { rows, timing })
-    }
-
-    /// Milliseconds between the begin and end timestamps of pass `i`.
-    fn stamp_ms(&self, bytes: &[u8], at: u64, i: usize) -> f64 {
-        let t: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes[at as usize..at as usize + 32]);
-        let ticks = t[2 * i + 1].saturating_sub(t[2 * i]);
-        ticks as f64 * f64::from(self.gpu.queue.get_timestamp_period()) / 1e6
     }
 
     /// Checks a batch against the model's sizes and lays out its per-token inputs.

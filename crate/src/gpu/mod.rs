@@ -5,11 +5,13 @@
 mod buffers;
 mod device;
 mod kernels;
+mod timer;
 mod weights;
 
 pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions, KernelFamily};
 pub use kernels::{Binding, Kernel, KernelSpec, LINEAR, PACKED};
+pub use timer::PassTimer;
 #[cfg(not(target_arch = "wasm32"))]
 pub use weights::load_dir;
 pub use weights::{GpuLayer, GpuLinear, GpuLoader, GpuWeights};
