@@ -47,11 +47,6 @@ impl KvCache {
         self.lens.fill(0);
     }
 
-    /// Bytes of cache memory, all layers.
-    pub fn bytes(&self) -> u64 {
-        2 * self.k.len() as u64 * (self.slots * self.capacity * self.kv_dim * 4) as u64
-    }
-
     /// Checks that `slot` exists and can take `more` tokens.
     pub(crate) fn check_room(&self, slot: usize, more: usize) -> Result<()> {
         if slot >= self.slots {
