@@ -4,11 +4,15 @@
 // where barriers are expensive and its caches already do what workgroup tiles do on a GPU.
 @group(0) @binding(2) var<storage, read> x: array<vec2<f32>>;      // [M, K / 2]
 
-// gid.x: a block of 4 weight rows; gid.y: a block of 4 token rows.
+// Token rows per invocation: 4 for prefill; 1 for single-sequence decode, where a block of 4
+// would compute the one token four times over.
+override BLOCK_M: u32 = 4u;
+
+// gid.x: a block of 4 weight rows; gid.y: a block of BLOCK_M token rows.
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let n0 = gid.x * 4u;
-    let m0 = gid.y * 4u;
+    let m0 = gid.y * BLOCK_M;
     if n0 >= shape.n || m0 >= tokens.m {
         return;
     }
@@ -18,6 +22,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var xrow: array<u32, 4>;
     for (var i = 0u; i < 4u; i++) {
         wrow[i] = min(n0 + i, shape.n - 1u) * kp;
+    }
+    for (var i = 0u; i < BLOCK_M; i++) {
         xrow[i] = min(m0 + i, tokens.m - 1u) * kp;
     }
     var acc: array<vec4<f32>, 4>;  // acc[i][j]: token m0 + i, weight row n0 + j
@@ -26,12 +32,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let w1 = weight_pair(wrow[1] + p);
         let w2 = weight_pair(wrow[2] + p);
         let w3 = weight_pair(wrow[3] + p);
-        for (var i = 0u; i < 4u; i++) {
+        for (var i = 0u; i < BLOCK_M; i++) {
             let xv = x[xrow[i] + p];
             acc[i] += vec4<f32>(dot(xv, w0), dot(xv, w1), dot(xv, w2), dot(xv, w3));
         }
     }
-    for (var i = 0u; i < 4u; i++) {
+    for (var i = 0u; i < BLOCK_M; i++) {
         for (var j = 0u; j < 4u; j++) {
             store(m0 + i, n0 + j, acc[i][j]);
         }

@@ -128,7 +128,8 @@ impl RmsNorm {
 pub struct Linear {
     matmul: Rc<Kernel>,
     matvec: Rc<Kernel>,
-    direct: Option<Rc<Kernel>>,
+    /// The barrier-free kernel with 4 token rows per invocation, and with 1 (M = 1).
+    direct: Option<(Rc<Kernel>, Rc<Kernel>)>,
     chunks: Vec<(wgpu::BindGroup, usize)>,
 }
 
@@ -151,7 +152,10 @@ impl Linear {
         ];
         let matmul = gpu.kernel(&MATMUL, &constants);
         let matvec = gpu.kernel(&MATVEC, &constants);
-        let direct = gpu.direct_kernels.then(|| gpu.kernel(&LINEAR_DIRECT, &constants));
+        let direct = gpu.direct_kernels.then(|| {
+            let one = [constants[0], constants[1], constants[2], ("BLOCK_M", 1.0)];
+            (gpu.kernel(&LINEAR_DIRECT, &constants), gpu.kernel(&LINEAR_DIRECT, &one))
+        });
         // Without a bias the shader never reads binding 4; x stands in for it.
         let bias = bias.unwrap_or(x);
         let chunks = w
@@ -168,8 +172,9 @@ impl Linear {
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         for (group, rows) in &self.chunks {
-            if let Some(direct) = &self.direct {
-                run(pass, direct, group, (div_up(*rows, 4 * 64), m.div_ceil(4), 1));
+            if let Some((block4, block1)) = &self.direct {
+                let (kernel, y) = if m == 1 { (block1, 1) } else { (block4, m.div_ceil(4)) };
+                run(pass, kernel, group, (div_up(*rows, 4 * 64), y, 1));
             } else if m <= MATVEC_MAX_ROWS {
                 let (x, y) = grid_2d(div_up(*rows, 4));
                 run(pass, &self.matvec, group, (x, y, 1));
