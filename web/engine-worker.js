@@ -1,6 +1,6 @@
 // The engine runs here, off the page's main thread, so the UI never freezes. Messages in:
 // {id, cmd, args}; messages out: {id, progress} any number of times, then {id, result} or
-// {id, error}. Commands: init, load, judge, batch, bench, logits, promptTokens, caches, clearCaches.
+// {id, error}. Commands: init, load, judge, batch, bench, logits, tokenize, caches, clearCaches.
 import init, { WebEngine, WebGpu } from './pkg/onetoken.js';
 import { clearModelCaches, listModelCaches, loadModel } from './models.js';
 
@@ -70,10 +70,6 @@ const COMMANDS = {
 
   async tokenize({ text }) {
     return Array.from(need(engine).encode(text));
-  },
-
-  async promptTokens({ system, user, prefix }) {
-    return need(engine).promptTokens(system ?? undefined, user, prefix);
   },
 
   async caches() {

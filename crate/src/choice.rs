@@ -146,6 +146,17 @@ impl ConstrainedPick {
     }
 }
 
+/// Where the choices first differ (`depth`, with `allowed` the tokens allowed there and
+/// `logits[i]` the logit of `allowed[i]`): each choice's logit in choice order, and the
+/// probabilities over the choices from them ([`first_token_probs`]).
+pub fn fork_logits(set: &ChoiceSet, depth: usize, allowed: &[u32], logits: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let tokens: Vec<u32> = set.sequences.iter().map(|s| s[depth]).collect();
+    let choice_logits: Vec<f32> =
+        tokens.iter().map(|t| logits[allowed.iter().position(|a| a == t).expect("allowed")]).collect();
+    let probs = first_token_probs(&tokens, &choice_logits);
+    (choice_logits, probs)
+}
+
 /// Index of the largest value; the earliest wins ties.
 pub fn first_argmax(x: &[f32]) -> usize {
     let mut best = 0;

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::choice::{CLOSING, ChoiceSet, ConstrainedPick, check_choices, first_token_probs};
+use crate::choice::{CLOSING, ChoiceSet, ConstrainedPick, check_choices, fork_logits};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::model::{ForwardOut, ForwardTiming, Head, Model, ModelOptions, Readout, Rows, Sequence};
@@ -420,11 +420,7 @@ impl Engine {
             let depth = pick.picked.len();
             if allowed.len() > 1 && choice_logits.is_empty() {
                 // Where the choices first differ: the answer position.
-                let at =
-                    |c: usize| row.logits[allowed.iter().position(|t| *t == set.sequences[c][depth]).expect("allowed")];
-                choice_logits = (0..set.choices.len()).map(at).collect();
-                let tokens: Vec<u32> = (0..set.choices.len()).map(|c| set.sequences[c][depth]).collect();
-                probs = first_token_probs(&tokens, &choice_logits);
+                (choice_logits, probs) = fork_logits(set, depth, &allowed, &row.logits);
                 top = (full_head && top_k > 0).then(|| row.top.clone());
             }
             pick.step(set, &row.logits);
@@ -524,14 +520,9 @@ impl Engine {
                 self.model.options.max_tokens
             )));
         }
-        let mut timings = BatchTimings { tokenize: now_ms() - start, ..Default::default() };
-        let mut gpu: Option<GpuTimings> = None;
-        let mut add_gpu = |t: &ForwardTiming, prefill: bool| {
-            if let (Some(a), Some(b)) = (t.gpu_layers_ms, t.gpu_head_ms) {
-                let g = gpu.get_or_insert_with(GpuTimings::default);
-                if prefill { g.prefill += a + b } else { g.decode.push(a + b) }
-            }
-        };
+        let mut clock = Clock::default();
+        clock.timings.tokenize = now_ms() - start;
+        let mut shared_prefill = 0.0;
         self.model.kv.reset_all();
         if shared > 0 {
             let readout = Readout { rows: Rows::Last, head: Head::Rows(&sets[0].base[..1]), hidden: false };
@@ -539,8 +530,8 @@ impl Engine {
             for slot in 1..n {
                 self.model.kv.copy_prefix(&self.model.gpu, 0, slot, shared)?;
             }
-            timings.shared_prefill = out.timing.wall_ms;
-            add_gpu(&out.timing, true);
+            shared_prefill = out.timing.wall_ms;
+            clock.record(&out.timing, true);
         }
         let mut picks: Vec<ConstrainedPick> = sets.iter().map(ConstrainedPick::new).collect();
         let mut firsts: Vec<Option<(Vec<f32>, Vec<f32>)>> = vec![None; n];
@@ -566,32 +557,22 @@ impl Engine {
                 decode_steps += 1;
                 self.model.decode(&steps, readout).await?
             };
-            add_gpu(&out.timing, first);
-            if first {
-                timings.prefill = out.timing.wall_ms
-            } else {
-                timings.decode.push(out.timing.wall_ms)
-            }
+            clock.record(&out.timing, first);
             for ((&i, allowed), row) in open.iter().zip(&allowed).zip(&out.rows) {
                 let logits: Vec<f32> =
                     allowed.iter().map(|t| row.logits[union.binary_search(t).expect("in union")]).collect();
-                let set = &sets[i];
-                let depth = picks[i].picked.len();
                 if allowed.len() > 1 && firsts[i].is_none() {
-                    let tokens: Vec<u32> = (0..set.choices.len()).map(|c| set.sequences[c][depth]).collect();
-                    let cl: Vec<f32> =
-                        tokens.iter().map(|t| logits[allowed.iter().position(|a| a == t).expect("allowed")]).collect();
-                    firsts[i] = Some((first_token_probs(&tokens, &cl), cl));
+                    firsts[i] = Some(fork_logits(&sets[i], picks[i].picked.len(), allowed, &logits));
                 }
-                picks[i].step(set, &logits);
+                picks[i].step(&sets[i], &logits);
             }
         }
-        timings.total = now_ms() - start;
-        let total_s = timings.total / 1e3;
+        clock.timings.total = now_ms() - start;
+        let total_s = clock.timings.total / 1e3;
         let judgments: Vec<Judgment> = (0..n)
             .map(|i| {
                 let index = picks[i].decided().expect("all decided");
-                let (probs, choice_logits) = firsts[i].clone().unwrap_or_default();
+                let (choice_logits, probs) = firsts[i].clone().unwrap_or_default();
                 let picked = picks[i].picked.clone();
                 Ok(Judgment {
                     strategy: "c",
@@ -605,14 +586,8 @@ impl Engine {
                     generated_token_ids: picked,
                     healed_tokens: sets[i].healed,
                     top: None,
-                    timings_ms: Timings {
-                        tokenize: timings.tokenize,
-                        prefill: timings.shared_prefill + timings.prefill,
-                        decode: timings.decode.clone(),
-                        readback: 0.0,
-                        total: timings.total,
-                    },
-                    gpu_timings_ms: gpu.clone(),
+                    timings_ms: clock.timings.clone(),
+                    gpu_timings_ms: clock.gpu.clone(),
                     synthetic: self.synthetic(),
                     sequence_logprobs: None,
                 })
@@ -625,8 +600,14 @@ impl Engine {
             batch_prefill_tokens: batch_tokens,
             longest_prompt_tokens: sets.iter().map(|s| s.base.len()).max().unwrap_or(0),
             decode_steps,
-            timings_ms: timings,
-            gpu_timings_ms: gpu,
+            timings_ms: BatchTimings {
+                tokenize: clock.timings.tokenize,
+                shared_prefill,
+                prefill: clock.timings.prefill - shared_prefill,
+                decode: clock.timings.decode,
+                total: clock.timings.total,
+            },
+            gpu_timings_ms: clock.gpu,
             judgments_per_s: n as f64 / total_s,
             synthetic: self.synthetic(),
         };

@@ -28,34 +28,6 @@ fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("plain data serialises")
 }
 
-/// A tokenizer with its chat template, made from the bytes of `tokenizer.json` and
-/// (optionally) `tokenizer_config.json`.
-#[wasm_bindgen]
-pub struct WebTokenizer(Tokenizer);
-
-#[wasm_bindgen]
-impl WebTokenizer {
-    #[wasm_bindgen(constructor)]
-    pub fn new(tokenizer_json: &[u8], tokenizer_config_json: Option<Vec<u8>>) -> Result<WebTokenizer, JsError> {
-        Tokenizer::from_bytes(tokenizer_json, tokenizer_config_json.as_deref()).map(Self).map_err(js)
-    }
-
-    /// Token ids of `text` (a `Uint32Array`), no BOS added.
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, JsError> {
-        self.0.encode(text).map_err(js)
-    }
-
-    pub fn decode(&self, ids: &[u32]) -> Result<String, JsError> {
-        self.0.decode(ids).map_err(js)
-    }
-
-    /// The chat prompt of a judgment: system (optional), user, and the reply opened with `prefix`.
-    #[wasm_bindgen(js_name = chatPrompt)]
-    pub fn chat_prompt(&self, system: Option<String>, user: &str, prefix: &str) -> Result<String, JsError> {
-        self.0.chat_prompt(system.as_deref(), user, prefix).map_err(js)
-    }
-}
-
 /// The GPU device (WebGPU), opened with the adapter's own limits.
 #[wasm_bindgen]
 pub struct WebGpu(Rc<Gpu>);
@@ -296,14 +268,5 @@ impl WebEngine {
     /// Token ids of `text` with the model's tokenizer (no chat template).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, JsError> {
         self.with_now(|e| e.tokenizer.encode(text).map_err(js))
-    }
-
-    /// Token count of a judgment's prompt (for the page's prompt-length display).
-    #[wasm_bindgen(js_name = promptTokens)]
-    pub fn prompt_tokens(&self, system: Option<String>, user: &str, prefix: &str) -> Result<usize, JsError> {
-        self.with_now(|e| {
-            let text = e.tokenizer.chat_prompt(system.as_deref(), user, prefix).map_err(js)?;
-            Ok(e.tokenizer.encode(&text).map_err(js)?.len())
-        })
     }
 }
