@@ -1,7 +1,7 @@
 // The interface every linear-layer kernel shares (matmul, matvec, linear_direct), prepended to
 // each: y[m, n_offset + n] (+)= x[m, :] . w[n, :] + bias[n_offset + n], where w is one row
 // chunk of a HF Linear weight ([out, in], packed; see packed.wgsl). Each kernel declares
-// binding 2, x: [M, K] row-major, as f32 or vec2<f32> as it reads it.
+// binding 2, x: [M, K] row-major, and binding 3, w: [N, K] packed, each typed as it reads them.
 struct Shape {
     k: u32,          // K, even
     n: u32,          // rows of w in this chunk
@@ -16,7 +16,6 @@ override ACCUMULATE: bool = false;  // y += result: fuses the residual add
 
 @group(0) @binding(0) var<uniform> tokens: Tokens;
 @group(0) @binding(1) var<uniform> shape: Shape;
-@group(0) @binding(3) var<storage, read> w: array<u32>;            // [N, K] packed
 @group(0) @binding(4) var<storage, read> bias: array<f32>;         // [out_cols] (read with HAS_BIAS)
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
 

@@ -3,6 +3,7 @@
 // memory and no barriers: a CPU runs a workgroup's invocations as SIMD lanes of one thread,
 // where barriers are expensive and its caches already do what workgroup tiles do on a GPU.
 @group(0) @binding(2) var<storage, read> x: array<vec2<f32>>;      // [M, K / 2]
+@group(0) @binding(3) var<storage, read> w: array<u32>;            // [N, K] packed
 
 // Token rows per invocation: 4 for prefill; 1 for single-sequence decode, where a block of 4
 // would compute the one token four times over.

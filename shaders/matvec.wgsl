@@ -1,15 +1,30 @@
-// Decode linear layer (interface in linear.wgsl) for GPUs, B = M <= 8 rows.
-// Decode is bandwidth-bound: each weight word is read once for all B rows, 64 threads walk a
-// weight row along K (coalesced), and the partial sums meet in workgroup memory (no subgroups:
-// wgpu on the web does not expose them).
-@group(0) @binding(2) var<storage, read> x: array<vec2<f32>>;      // [B, K / 2]
+// Decode linear layer (interface in linear.wgsl) for GPUs, B = M <= 8 token rows; K must be a
+// multiple of 8 (every Qwen2.5 size is; other K go to matmul).
+// Decode is bandwidth-bound, so the weights are streamed once, 16 bytes per load: LANES
+// threads walk a weight row along K, neighbours reading neighbouring 16-byte words
+// (coalesced), each dotting them with all B token rows; the partial sums of a row meet in
+// workgroup memory (no subgroups: wgpu on the web does not expose them). Results stay in two
+// named vec4s: an indexed local array would be left in slow memory by some compilers.
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [B, K / 4]
+@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed, 16 bytes a load
 
-const MAX_B: u32 = 8u;
-const LANES: u32 = 64u;     // threads per weight row
-const ROWS: u32 = 4u;       // weight rows per workgroup
-var<workgroup> partial: array<f32, 2048>;  // [ROWS, LANES, MAX_B]
+const LANES: u32 = 32u;     // threads per weight row
+const ROWS: u32 = 8u;       // weight rows per workgroup
+var<workgroup> partial_lo: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 0..3
+var<workgroup> partial_hi: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 4..7
 
-@compute @workgroup_size(64, 4)
+// Token row b times one 16-byte load of weights, which hold 8 values (16-bit) or 4 (f32).
+fn row_dot(b: u32, quad: u32, wv: vec4<u32>) -> f32 {
+    let k4 = shape.k / 4u;
+    if DTYPE == 2u {
+        return dot(bitcast<vec4<f32>>(wv), x[b * k4 + quad]);
+    }
+    let lo = vec4<f32>(unpack_word(wv.x), unpack_word(wv.y));
+    let hi = vec4<f32>(unpack_word(wv.z), unpack_word(wv.w));
+    return dot(lo, x[b * k4 + 2u * quad]) + dot(hi, x[b * k4 + 2u * quad + 1u]);
+}
+
+@compute @workgroup_size(32, 8)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
@@ -17,31 +32,40 @@ fn main(
 ) {
     let lane = lid.x;
     let n = (wg.x + wg.y * groups.x) * ROWS + lid.y;
-    let k_pairs = shape.k / 2u;
-    let b_count = min(tokens.m, MAX_B);
-    var acc: array<f32, MAX_B>;
+    let per_load = select(8u, 4u, DTYPE == 2u);
+    let loads = shape.k / per_load;  // 16-byte loads per weight row
+    let b_count = min(tokens.m, 8u);
+    var lo = vec4<f32>(0.0);
+    var hi = vec4<f32>(0.0);
     if n < shape.n {
-        for (var p = lane; p < k_pairs; p += LANES) {
-            let wv = weight_pair(n * k_pairs + p);
-            for (var b = 0u; b < b_count; b++) {
-                acc[b] += dot(wv, x[b * k_pairs + p]);
+        for (var i = lane; i < loads; i += LANES) {
+            let wv = w[n * loads + i];
+            lo.x += row_dot(0u, i, wv);
+            if b_count > 1u { lo.y += row_dot(1u, i, wv); }
+            if b_count > 2u { lo.z += row_dot(2u, i, wv); }
+            if b_count > 3u { lo.w += row_dot(3u, i, wv); }
+            if b_count > 4u {
+                hi.x += row_dot(4u, i, wv);
+                if b_count > 5u { hi.y += row_dot(5u, i, wv); }
+                if b_count > 6u { hi.z += row_dot(6u, i, wv); }
+                if b_count > 7u { hi.w += row_dot(7u, i, wv); }
             }
         }
     }
-    let base = (lid.y * LANES + lane) * MAX_B;
-    for (var b = 0u; b < MAX_B; b++) {
-        partial[base + b] = acc[b];
-    }
+    let at = lid.y * LANES + lane;
+    partial_lo[at] = lo;
+    partial_hi[at] = hi;
     workgroupBarrier();
     for (var stride = LANES / 2u; stride > 0u; stride /= 2u) {
         if lane < stride {
-            for (var b = 0u; b < MAX_B; b++) {
-                partial[base + b] += partial[base + stride * MAX_B + b];
-            }
+            partial_lo[at] += partial_lo[at + stride];
+            partial_hi[at] += partial_hi[at + stride];
         }
         workgroupBarrier();
     }
     if lane < b_count {
-        store(lane, n, partial[lid.y * LANES * MAX_B + lane]);
+        let first = lid.y * LANES;
+        let sums = select(partial_lo[first], partial_hi[first], lane >= 4u);
+        store(lane, n, sums[lane % 4u]);
     }
 }

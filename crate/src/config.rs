@@ -114,6 +114,11 @@ impl Qwen2Config {
     }
 
     /// Width of one attention head.
+    /// RoPE frequencies of this model's heads (see [`rope_inv_freq`]).
+    pub fn rope_inv_freq(&self) -> Vec<f32> {
+        rope_inv_freq(self.head_dim(), self.rope_theta)
+    }
+
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_attention_heads
     }
@@ -184,6 +189,11 @@ impl Qwen2Config {
             eos_token_id: Some(EosIds::One(151_645)),
         }
     }
+}
+
+/// RoPE frequencies `1 / theta^(2i / D)` for i < D/2, in f32 as HF computes them.
+pub fn rope_inv_freq(head_dim: usize, theta: f64) -> Vec<f32> {
+    (0..head_dim / 2).map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / head_dim as f32)).collect()
 }
 
 #[cfg(test)]

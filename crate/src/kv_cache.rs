@@ -81,7 +81,8 @@ impl KvCache {
             {
                 let mut pass = encoder.begin_compute_pass(&Default::default());
                 for (k, v) in self.k.iter().zip(&self.v) {
-                    ops::kv_copy(gpu, &mut pass, k, v, src, dst, len as u32, self.kv_dim as u32);
+                    let shape = ops::KvCopyShape { src, dst, rows: len as u32, kv_dim: self.kv_dim as u32 };
+                    ops::kv_copy(gpu, &mut pass, (k, v), shape);
                 }
             }
             gpu.queue.submit([encoder.finish()]);

@@ -15,9 +15,9 @@ use crate::error::{Error, Result};
 use crate::gpu::{Gpu, GpuWeights, PassTimer, read_buffer, read_buffer_timed};
 use crate::kv_cache::KvCache;
 use crate::ops::{
-    Attention, Embedding, GatherRows, KvWrite, Linear, LmHeadRows, RmsNorm, Rope, SiluMul, TOP_K_MAX, TopK,
+    Attention, AttentionBuffers, AttentionDims, Embedding, GatherRows, KvWrite, Linear, LinearBuffers, LmHeadRows,
+    RmsNorm, Rope, SiluMul, TOP_K_MAX, TopK,
 };
-use crate::reference::rope_inv_freq;
 
 /// Sizes fixed when the model is set up.
 #[derive(Debug, Clone, Copy)]
@@ -220,50 +220,61 @@ impl Model {
             staging: g.staging("readout", f32s(o.max_rows * (2 * (1 + TOP_K_MAX) + o.max_choice_ids + h)) + 40),
             timer: PassTimer::new(g, 2),
         };
-        let inv_freq = g.storage_from("inv_freq", &rope_inv_freq(c.head_dim(), c.rope_theta));
+        let inv_freq = g.storage_from("inv_freq", &c.rope_inv_freq());
+        let dims = AttentionDims {
+            heads: c.num_attention_heads,
+            kv_heads: c.num_key_value_heads,
+            head_dim: c.head_dim(),
+            capacity: o.kv_capacity,
+        };
+        let attention_partial = g.storage("attention partial", dims.partial_bytes());
         let eps = c.rms_norm_eps;
-        let layers = weights
+        let layers: Vec<LayerOps> = weights
             .layers
             .iter()
             .zip(kv_cache.k.iter().zip(&kv_cache.v))
             .map(|(w, (k_cache, v_cache))| {
-                let lin = |x: &wgpu::Buffer, l: &crate::gpu::GpuLinear, y: &wgpu::Buffer, acc: bool| {
-                    Linear::new(g, &s.tokens, x, &l.weight, l.bias.as_ref(), y, l.weight.rows, acc)
+                let lin = |x: &wgpu::Buffer, l: &crate::gpu::GpuLinear, y: &wgpu::Buffer, accumulate: bool| {
+                    let io = LinearBuffers { tokens: &s.tokens, x, bias: l.bias.as_ref(), y, out_cols: l.weight.rows };
+                    Linear::new(g, &l.weight, io, accumulate)
                 };
-                LayerOps {
+                let attention = AttentionBuffers {
+                    meta: &s.meta,
+                    q: &q,
+                    k_cache,
+                    v_cache,
+                    out: &attn,
+                    partial: &attention_partial,
+                };
+                Ok(LayerOps {
                     input_layernorm: RmsNorm::new(g, &x, &w.input_layernorm, &normed, h, eps),
                     q_proj: lin(&normed, &w.q_proj, &q, false),
                     k_proj: lin(&normed, &w.k_proj, &k, false),
                     v_proj: lin(&normed, &w.v_proj, &vv, false),
                     rope_q: Rope::new(g, &s.meta, &inv_freq, &q, c.num_attention_heads, c.head_dim()),
                     rope_k: Rope::new(g, &s.meta, &inv_freq, &k, c.num_key_value_heads, c.head_dim()),
-                    kv_write: KvWrite::new(g, &s.meta, &k, &vv, k_cache, v_cache, kv),
-                    attention: Attention::new(
-                        g,
-                        &s.meta,
-                        &q,
-                        k_cache,
-                        v_cache,
-                        &attn,
-                        c.num_attention_heads,
-                        c.num_key_value_heads,
-                        c.head_dim(),
-                    ),
+                    kv_write: KvWrite::new(g, &s.meta, (&k, &vv), (k_cache, v_cache), kv),
+                    attention: Attention::new(g, attention, dims)?,
                     o_proj: lin(&attn, &w.o_proj, &x, true),
                     post_attention_layernorm: RmsNorm::new(g, &x, &w.post_attention_layernorm, &normed, h, eps),
                     gate_proj: lin(&normed, &w.gate_proj, &gate, false),
                     up_proj: lin(&normed, &w.up_proj, &up, false),
                     silu_mul: SiluMul::new(g, &gate, &up, i),
                     down_proj: lin(&gate, &w.down_proj, &x, true),
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let head = weights.head();
         let model = Self {
             embed_tokens: Embedding::new(g, &s.ids, &weights.embed_tokens, &x),
             gather_rows: GatherRows::new(g, &s.which, &x, &head_x, h),
             norm: RmsNorm::new(g, &head_x, &weights.norm, &s.head_normed, h, eps),
-            lm_head: Linear::new(g, &s.rows, &s.head_normed, head, None, &s.logits, v, false),
+            lm_head: Linear::new(
+                g,
+                head,
+                LinearBuffers { tokens: &s.rows, x: &s.head_normed, bias: None, y: &s.logits, out_cols: v },
+                false,
+            ),
             top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v),
             lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, head, &s.choice_logits),
             layers,
@@ -330,7 +341,7 @@ impl Model {
                 l.rope_q.encode(p, m);
                 l.rope_k.encode(p, m);
                 l.kv_write.encode(p, m);
-                l.attention.encode(p, m);
+                l.attention.encode(p, m, plan.longest);
                 l.o_proj.encode(p, m);
                 // MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)), n = post_attention_layernorm(x).
                 l.post_attention_layernorm.encode(p, m);
@@ -447,6 +458,7 @@ impl Model {
                 plan.ids.push(t);
                 plan.meta.extend([base, start + i as u32]);
             }
+            plan.longest = plan.longest.max(start + seq.tokens.len() as u32);
             let last = plan.ids.len() as u32 - 1;
             match readout.rows {
                 Rows::Last => plan.which.push(last),
@@ -498,4 +510,5 @@ struct Plan {
     which: Vec<u32>, // [R]
     choices: usize,  // k: vocabulary ids whose logits are read
     top_k: usize,    // best pairs found by the full head (0: no full head)
+    longest: u32,    // most keys any token attends to
 }

@@ -216,7 +216,7 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f64) -> Vec<f32> {
 /// sits at position `start + i`. Angles are computed in f32, as HF does.
 pub fn rope(x: &mut [f32], width: usize, head_dim: usize, start: usize, theta: f64) {
     let half = head_dim / 2;
-    let inv_freq = rope_inv_freq(head_dim, theta);
+    let inv_freq = crate::config::rope_inv_freq(head_dim, theta);
     for (t, token) in x.chunks_exact_mut(width).enumerate() {
         let pos = (start + t) as f32;
         for head in token.chunks_exact_mut(head_dim) {
@@ -228,11 +228,6 @@ pub fn rope(x: &mut [f32], width: usize, head_dim: usize, start: usize, theta: f
             }
         }
     }
-}
-
-/// RoPE frequencies `1 / theta^(2i / D)` for i < D/2, in f32 as HF computes them.
-pub fn rope_inv_freq(head_dim: usize, theta: f64) -> Vec<f32> {
-    (0..head_dim / 2).map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / head_dim as f32)).collect()
 }
 
 /// Causal grouped-query attention of new queries `q: [n, heads * head_dim]` (positions

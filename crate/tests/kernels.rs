@@ -55,7 +55,8 @@ fn linear_matches_reference_at_odd_and_real_sizes() {
 }
 
 fn linear_cases(gpu: &Gpu, family: KernelFamily) {
-    // (M, K, N): decode rows (matvec) and prefill tiles (matmul), odd and real sizes.
+    // (M, K, N): decode rows (matvec when K % 8 == 0) and prefill tiles (matmul, 32 x 32 tiles
+    // for small grids, 64 x 64 for large), odd and real sizes.
     let cases = [
         (1, 6, 5),
         (3, 70, 33),
@@ -67,6 +68,7 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
         (33, 4864, 896),
         (7, 1536, 256),
         (130, 1536, 8960),
+        (200, 70, 4100), // enough tiles for the 64 x 64 matmul, at odd sizes
     ];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for dtype in [Dtype::BF16, Dtype::F16, Dtype::F32] {
@@ -86,7 +88,8 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
                 let wm = PackedMatrix::from_f32(gpu, "w", n, k, dtype, &w).unwrap();
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(gpu, m);
-                let op = ops::Linear::new(gpu, &t, &xb, &wm, bias.then_some(&bb), &yb, n, accumulate);
+                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: bias.then_some(&bb), y: &yb, out_cols: n };
+                let op = ops::Linear::new(gpu, &wm, io, accumulate);
                 run(gpu, |p| op.encode(p, m as u32));
                 let what = format!("linear {family:?} M={m} K={k} N={n} {dtype:?} bias={bias}");
                 assert_close(&read(gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
@@ -109,7 +112,8 @@ fn linear_over_split_weights_equals_unsplit() {
         let xb = gpu.storage_from("x", &x[..rows * k]);
         let yb = gpu.storage("y", (rows * n * 4) as u64);
         let t = tokens(&gpu, rows);
-        let op = ops::Linear::new(&gpu, &t, &xb, &wm, None, &yb, n, false);
+        let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n };
+        let op = ops::Linear::new(&gpu, &wm, io, false);
         run(&gpu, |p| op.encode(p, rows as u32));
         assert_close(&read(&gpu, &yb, rows * n), &want[..rows * n], 1e-4, 1e-4, "split linear");
     }
@@ -171,7 +175,7 @@ fn rope_matches_reference_at_any_position() {
         }
         let m = meta(&positions.map(|p| (0, p)));
         let (mb, xb) = (u32s(&gpu, "meta", &m), gpu.storage_from("x", &x));
-        let freq = gpu.storage_from("inv_freq", &reference::rope_inv_freq(d, 1e6));
+        let freq = gpu.storage_from("inv_freq", &onetoken::config::rope_inv_freq(d, 1e6));
         let op = ops::Rope::new(&gpu, &mb, &freq, &xb, heads, d);
         run(&gpu, |p| op.encode(p, positions.len() as u32));
         assert_close(&read(&gpu, &xb, x.len()), &want, 1e-5, 1e-5, &format!("rope {heads}x{d}"));
@@ -219,15 +223,21 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
         let (qb, kb, vb) = (gpu.storage_from("q", &q), gpu.storage_from("k", &k_new), gpu.storage_from("v", &v_new));
         let (kcb, vcb) = (gpu.storage_from("kc", &k_cache), gpu.storage_from("vc", &v_cache));
         let out = gpu.storage("out", (m * w * 4) as u64);
-        let write = ops::KvWrite::new(&gpu, &mb, &kb, &vb, &kcb, &vcb, kv_dim);
-        let attn = ops::Attention::new(&gpu, &mb, &qb, &kcb, &vcb, &out, heads, kv_heads, d);
-        run(&gpu, |p| {
-            write.encode(p, m as u32);
-            attn.encode(p, m as u32);
-        });
+        let write = ops::KvWrite::new(&gpu, &mb, (&kb, &vb), (&kcb, &vcb), kv_dim);
+        let dims = ops::AttentionDims { heads, kv_heads, head_dim: d, capacity: rows };
+        let partial = gpu.storage("partial", dims.partial_bytes());
+        let io =
+            ops::AttentionBuffers { meta: &mb, q: &qb, k_cache: &kcb, v_cache: &vcb, out: &out, partial: &partial };
+        let attn = ops::Attention::new(&gpu, io, dims).unwrap();
+        run(&gpu, |p| write.encode(p, m as u32));
         assert_close(&read(&gpu, &kcb, rows * kv_dim), &kc, 0.0, 0.0, "kv_write keys");
         assert_close(&read(&gpu, &vcb, rows * kv_dim), &vc, 0.0, 0.0, "kv_write values");
-        assert_close(&read(&gpu, &out, m * w), &want, 1e-5, 1e-4, &format!("attention {heads}:{kv_heads}x{d}"));
+        // Both paths on the same batch: one workgroup per (head, token), and split keys.
+        for path in [ops::AttentionPath::Whole, ops::AttentionPath::Split] {
+            run(&gpu, |p| attn.encode_path(p, m as u32, a_len as u32, path));
+            let what = format!("attention {path:?} {heads}:{kv_heads}x{d}");
+            assert_close(&read(&gpu, &out, m * w), &want, 1e-5, 1e-4, &what);
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use std::rc::Rc;
 
 use onetoken::bench::{BenchOptions, BenchReport};
-use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, load_dir};
+use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, load_dir};
 use onetoken::judge::{Engine, JudgeRequest, Strategy};
 use onetoken::model::{Head, Model, ModelOptions, Readout, Rows, Sequence};
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
@@ -32,6 +32,8 @@ enum Command {
     Logits {
         #[command(flatten)]
         source: ModelSource,
+        #[command(flatten)]
+        device: DeviceArgs,
         /// Comma-separated token ids.
         #[arg(long, value_delimiter = ',', conflicts_with = "text")]
         ids: Option<Vec<u32>>,
@@ -54,6 +56,8 @@ enum Command {
 struct JudgeArgs {
     #[command(flatten)]
     source: ModelSource,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// One request: {"system": "...", "user": "...", "choices": [...], "prefix": "..."}.
     #[arg(long, conflicts_with = "requests", required_unless_present = "requests")]
     request: Option<PathBuf>,
@@ -78,6 +82,8 @@ struct JudgeArgs {
 struct BenchArgs {
     #[command(flatten)]
     source: ModelSource,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Print one JSON document (what the page charts) instead of a table.
     #[arg(long)]
     json: bool,
@@ -90,6 +96,25 @@ struct BenchArgs {
     /// Runs per point (the median is kept).
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+}
+
+/// How the GPU is used.
+#[derive(clap::Args)]
+struct DeviceArgs {
+    /// Linear-layer kernels: tiled (GPUs) or direct (barrier-free, for CPU implementations such
+    /// as lavapipe). Default: by device type.
+    #[arg(long, value_parser = ["tiled", "direct"])]
+    kernels: Option<String>,
+}
+
+impl DeviceArgs {
+    fn gpu(&self) -> Result<Rc<Gpu>> {
+        let kernels = match self.kernels.as_deref() {
+            Some(name) => Some(name.parse::<KernelFamily>()?),
+            None => None,
+        };
+        Ok(Rc::new(Gpu::new_blocking(GpuOptions { kernels, ..Default::default() })?))
+    }
 }
 
 /// Where the model comes from: a folder, or synthetic weights of a named shape.
@@ -160,7 +185,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Logits { source, ids, text, top_k, cpu } => {
+        Command::Logits { source, device, ids, text, top_k, cpu } => {
             let ids = match (ids, text) {
                 (Some(ids), _) => ids,
                 (None, Some(text)) => source.tokenizer()?.encode(&text)?,
@@ -171,7 +196,7 @@ fn run(cli: Cli) -> Result<()> {
                 let out = m.forward(&ids, &mut CpuKvCache::new(&m.config), Logits::Last)?;
                 (out.logits, out.last_hidden)
             } else {
-                let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default())?);
+                let gpu = device.gpu()?;
                 let weights = source.gpu_weights(&gpu)?;
                 let n = ids.len();
                 let options =
@@ -208,8 +233,8 @@ fn read_text(path: &std::path::Path) -> Result<String> {
 }
 
 /// An engine sized for these requests: every prompt fits its KV slot with room to generate.
-fn engine_for(source: &ModelSource, reqs: &[JudgeRequest], batch: bool) -> Result<Engine> {
-    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default())?);
+fn engine_for(source: &ModelSource, device: &DeviceArgs, reqs: &[JudgeRequest], batch: bool) -> Result<Engine> {
+    let gpu = device.gpu()?;
     let weights = source.gpu_weights(&gpu)?;
     let small = ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 256 };
     let mut engine = Engine::new(Model::new(gpu, weights, small)?, source.tokenizer()?);
@@ -231,7 +256,7 @@ fn judge(args: JudgeArgs) -> Result<()> {
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| read_json(path, l, Some(i + 1)))
             .collect::<Result<_>>()?;
-        let mut engine = engine_for(&args.source, &reqs, true)?;
+        let mut engine = engine_for(&args.source, &args.device, &reqs, true)?;
         let (record, judgments) = pollster::block_on(engine.judge_batch(&reqs, args.shared_prefix))?;
         print(&record);
         for j in &judgments {
@@ -242,7 +267,7 @@ fn judge(args: JudgeArgs) -> Result<()> {
     let path = args.request.as_ref().expect("clap requires --request or --requests");
     let req: JudgeRequest = read_json(path, &read_text(path)?, None)?;
     let strategies = Strategy::parse_list(&args.strategy)?;
-    let mut engine = engine_for(&args.source, std::slice::from_ref(&req), false)?;
+    let mut engine = engine_for(&args.source, &args.device, std::slice::from_ref(&req), false)?;
     for s in strategies {
         let mut record = pollster::block_on(engine.judge(&req, s, args.top_k))?;
         if args.sequence_logprobs && record.strategy.starts_with('b') {
@@ -261,7 +286,7 @@ fn bench(args: BenchArgs) -> Result<()> {
         ..Default::default()
     };
     let config = args.source.config()?;
-    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default())?);
+    let gpu = args.device.gpu()?;
     let weights = args.source.gpu_weights(&gpu)?;
     let model = Model::new(gpu.clone(), weights, options.model_options(&config, &gpu))?;
     let mut engine = Engine::new(model, args.source.tokenizer()?);

@@ -29,6 +29,18 @@ pub enum KernelFamily {
     Direct,
 }
 
+impl std::str::FromStr for KernelFamily {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "tiled" => Ok(Self::Tiled),
+            "direct" => Ok(Self::Direct),
+            _ => Err(Error::Input(format!("kernels {name:?}: use tiled or direct"))),
+        }
+    }
+}
+
 /// An open device with what the engine needs to know about it.
 pub struct Gpu {
     pub device: wgpu::Device,

@@ -19,7 +19,8 @@ pub enum Binding {
 pub struct KernelSpec {
     pub name: &'static str,
     pub source: &'static str,
-    /// Shared WGSL put before `source`: [`PACKED`] (reading packed weights `w`), [`LINEAR`]
+    /// Shared WGSL put before `source`: [`PACKED`] (widening packed weights), [`WEIGHT_PAIRS`]
+    /// (reading a packed `w` two values at a time), [`LINEAR`]
     /// (the linear-layer interface). WGSL has no include; concatenation is the whole mechanism.
     pub prelude: &'static [&'static str],
     pub bindings: &'static [Binding],
@@ -35,6 +36,7 @@ pub(crate) type KernelKey = (&'static str, Vec<(&'static str, u64)>);
 
 pub const PACKED: &str = include_str!("../../../shaders/packed.wgsl");
 pub const LINEAR: &str = include_str!("../../../shaders/linear.wgsl");
+pub const WEIGHT_PAIRS: &str = include_str!("../../../shaders/weight_pairs.wgsl");
 
 impl Gpu {
     /// The pipeline of `spec` with these override constants, built on first use.

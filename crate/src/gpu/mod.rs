@@ -10,7 +10,7 @@ mod weights;
 
 pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions, KernelFamily};
-pub use kernels::{Binding, Kernel, KernelSpec, LINEAR, PACKED};
+pub use kernels::{Binding, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
 pub use timer::PassTimer;
 #[cfg(not(target_arch = "wasm32"))]
 pub use weights::load_dir;

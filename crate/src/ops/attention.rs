@@ -1,0 +1,200 @@
+//! The attention block's kernels: rotary embedding, the KV-cache write and copy, attention.
+
+use std::rc::Rc;
+
+use super::{ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass, ROPE, div_up, run, uniform};
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, Kernel};
+
+uniform!(
+    /// rope.wgsl's `Shape`.
+    RopeShape { heads: u32, head_dim: u32, _pad0: u32, _pad1: u32 }
+);
+uniform!(
+    /// kv_write.wgsl's `Shape`.
+    KvWriteShape { kv_dim: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
+);
+uniform!(
+    /// The `Shape` of attention.wgsl, attention_split.wgsl and attention_combine.wgsl.
+    AttentionShape { heads: u32, kv_heads: u32, head_dim: u32, splits: u32 }
+);
+uniform!(
+    /// kv_copy.wgsl's `Shape`.
+    KvCopyShape { src: u32, dst: u32, rows: u32, kv_dim: u32 }
+);
+
+/// Rotary embedding in place — x: [M, heads * D]; meta: [M] (cache base, position);
+/// inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
+pub struct Rope {
+    kernel: Rc<Kernel>,
+    group: wgpu::BindGroup,
+    threads: usize,
+}
+
+impl Rope {
+    pub fn new(
+        gpu: &Gpu,
+        meta: &wgpu::Buffer,
+        inv_freq: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        heads: usize,
+        head_dim: usize,
+    ) -> Self {
+        let kernel = gpu.kernel(&ROPE, &[]);
+        let shape = RopeShape { heads: heads as u32, head_dim: head_dim as u32, _pad0: 0, _pad1: 0 };
+        let group = gpu.bind(&kernel, &[&gpu.uniform("rope", &shape), meta, inv_freq, x]);
+        Self { kernel, group, threads: heads * head_dim / 2 }
+    }
+
+    pub fn encode(&self, pass: &mut Pass, m: u32) {
+        run(pass, &self.kernel, &self.group, (div_up(self.threads, 64), m, 1));
+    }
+}
+
+/// Appends keys and values to the cache — k, v: [M, kv_dim]; caches: [rows, kv_dim].
+pub struct KvWrite {
+    kernel: Rc<Kernel>,
+    group: wgpu::BindGroup,
+    kv_dim: usize,
+}
+
+impl KvWrite {
+    /// `new` = the new tokens' (keys, values); `cache` = one layer's (keys, values).
+    pub fn new(
+        gpu: &Gpu,
+        meta: &wgpu::Buffer,
+        new: (&wgpu::Buffer, &wgpu::Buffer),
+        cache: (&wgpu::Buffer, &wgpu::Buffer),
+        kv_dim: usize,
+    ) -> Self {
+        let kernel = gpu.kernel(&KV_WRITE, &[]);
+        let shape = gpu.uniform("kv_write", &KvWriteShape { kv_dim: kv_dim as u32, _pad0: 0, _pad1: 0, _pad2: 0 });
+        let group = gpu.bind(&kernel, &[&shape, meta, new.0, new.1, cache.0, cache.1]);
+        Self { kernel, group, kv_dim }
+    }
+
+    pub fn encode(&self, pass: &mut Pass, m: u32) {
+        run(pass, &self.kernel, &self.group, (div_up(self.kv_dim, 64), m, 1));
+    }
+}
+
+/// Keys per workgroup of the split decode attention (attention_split.wgsl's CHUNK).
+pub const ATTENTION_CHUNK: usize = 64;
+
+/// Longest head the attention kernels hold in workgroup memory.
+const MAX_HEAD_DIM: usize = 256;
+
+/// Batches of at most this many tokens (decode) take the split attention.
+const SPLIT_MAX_TOKENS: u32 = 8;
+
+/// Attention's sizes: query and key/value heads, head dim, and the KV capacity of a slot.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionDims {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub capacity: usize,
+}
+
+impl AttentionDims {
+    fn splits(&self) -> usize {
+        self.capacity.div_ceil(ATTENTION_CHUNK)
+    }
+
+    /// Bytes of the scratch buffer the split decode attention needs (shared by all layers).
+    pub fn partial_bytes(&self) -> u64 {
+        let per_token = self.heads * self.splits() * (self.head_dim + 2);
+        (SPLIT_MAX_TOKENS as usize * per_token * 4) as u64
+    }
+}
+
+/// Attention's buffers: meta [M] (cache base, position); q, out: [M, heads * D]; caches:
+/// [rows, kv_heads * D]; partial: [`AttentionDims::partial_bytes`] of scratch.
+pub struct AttentionBuffers<'a> {
+    pub meta: &'a wgpu::Buffer,
+    pub q: &'a wgpu::Buffer,
+    pub k_cache: &'a wgpu::Buffer,
+    pub v_cache: &'a wgpu::Buffer,
+    pub out: &'a wgpu::Buffer,
+    pub partial: &'a wgpu::Buffer,
+}
+
+/// Causal GQA attention over the cache. Prefill: one workgroup per (head, token) walks the
+/// token's keys. Decode (M <= 8) on GPUs: the keys are split in chunks of [`ATTENTION_CHUNK`],
+/// one workgroup per (head, token, chunk), then merged, so a step's cost barely grows with the
+/// context.
+pub struct Attention {
+    whole: (Rc<Kernel>, wgpu::BindGroup),
+    split: (Rc<Kernel>, wgpu::BindGroup),
+    combine: (Rc<Kernel>, wgpu::BindGroup),
+    heads: u32,
+    /// CPU-like devices ([`Gpu::direct_kernels`]) never split: their barriers are expensive
+    /// and a few threads gain nothing from more workgroups.
+    split_decode: bool,
+}
+
+impl Attention {
+    pub fn new(gpu: &Gpu, io: AttentionBuffers, dims: AttentionDims) -> Result<Self> {
+        if dims.head_dim > MAX_HEAD_DIM {
+            return Err(Error::Config(format!(
+                "head_dim {} is larger than the attention kernels support ({MAX_HEAD_DIM})",
+                dims.head_dim
+            )));
+        }
+        let shape = AttentionShape {
+            heads: dims.heads as u32,
+            kv_heads: dims.kv_heads as u32,
+            head_dim: dims.head_dim as u32,
+            splits: dims.splits() as u32,
+        };
+        let shape = gpu.uniform("attention", &shape);
+        let with = |spec, buffers: &[&wgpu::Buffer]| {
+            let kernel = gpu.kernel(spec, &[]);
+            let group = gpu.bind(&kernel, buffers);
+            (kernel, group)
+        };
+        Ok(Self {
+            whole: with(&ATTENTION, &[&shape, io.meta, io.q, io.k_cache, io.v_cache, io.out]),
+            split: with(&ATTENTION_SPLIT, &[&shape, io.meta, io.q, io.k_cache, io.v_cache, io.partial]),
+            combine: with(&ATTENTION_COMBINE, &[&shape, io.meta, io.partial, io.out]),
+            heads: dims.heads as u32,
+            split_decode: !gpu.direct_kernels,
+        })
+    }
+
+    /// Encodes attention for `m` tokens, none of which sees more than `longest` keys.
+    pub fn encode(&self, pass: &mut Pass, m: u32, longest: u32) {
+        let split = self.split_decode && m <= SPLIT_MAX_TOKENS;
+        let path = if split { AttentionPath::Split } else { AttentionPath::Whole };
+        self.encode_path(pass, m, longest, path);
+    }
+
+    /// [`Attention::encode`] by the given path (either is exact for any batch; split only for
+    /// m <= 8, which its scratch buffer holds).
+    pub fn encode_path(&self, pass: &mut Pass, m: u32, longest: u32, path: AttentionPath) {
+        match path {
+            AttentionPath::Split if m <= SPLIT_MAX_TOKENS => {
+                let chunks = longest.div_ceil(ATTENTION_CHUNK as u32).max(1);
+                run(pass, &self.split.0, &self.split.1, (self.heads, m, chunks));
+                run(pass, &self.combine.0, &self.combine.1, (self.heads, m, 1));
+            }
+            _ => run(pass, &self.whole.0, &self.whole.1, (self.heads, m, 1)),
+        }
+    }
+}
+
+/// How [`Attention`] runs: one workgroup walks all keys of a (head, token), or the keys are
+/// split across workgroups and merged (decode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttentionPath {
+    Whole,
+    Split,
+}
+
+/// Copies `rows` cache rows from row `src` to row `dst` in one layer's keys and values
+/// (a rare, per-batch operation, so its bind group is made on the spot).
+pub fn kv_copy(gpu: &Gpu, pass: &mut Pass, cache: (&wgpu::Buffer, &wgpu::Buffer), shape: KvCopyShape) {
+    let kernel = gpu.kernel(&KV_COPY, &[]);
+    let group = gpu.bind(&kernel, &[&gpu.uniform("kv_copy", &shape), cache.0, cache.1]);
+    run(pass, &kernel, &group, (shape.kv_dim.div_ceil(64), shape.rows, 1));
+}

@@ -1,0 +1,118 @@
+//! The linear layers: one interface (linear.wgsl), three kernels (matmul, matvec, linear_direct).
+
+use std::rc::Rc;
+
+use super::{LINEAR_DIRECT, MATMUL, MATVEC, Pass, div_up, grid_2d, run, uniform};
+use crate::gpu::{Gpu, Kernel, PackedMatrix};
+
+uniform!(
+    /// linear.wgsl's `Shape`, one per weight chunk.
+    LinearShape { k: u32, n: u32, n_offset: u32, out_cols: u32 }
+);
+
+/// Largest decode batch the matvec kernel takes (its accumulators are two vec4s).
+pub const MATVEC_MAX_ROWS: u32 = 8;
+
+/// Below this many 64 x 64 tiles a matmul runs in 32 x 32 tiles (four times as many
+/// workgroups): a large GPU has over 100 compute units, each wanting a few workgroups.
+const MIN_TILES_64: u32 = 256;
+
+/// The buffers a [`Linear`] reads and writes. `tokens` is linear.wgsl's `Tokens` uniform (M in
+/// its first field); `bias` is optional; `y` has `out_cols` columns.
+pub struct LinearBuffers<'a> {
+    pub tokens: &'a wgpu::Buffer,
+    pub x: &'a wgpu::Buffer,
+    pub bias: Option<&'a wgpu::Buffer>,
+    pub y: &'a wgpu::Buffer,
+    pub out_cols: usize,
+}
+
+/// Which kernels run the layer.
+enum Kernels {
+    /// GPUs: matvec for M <= [`MATVEC_MAX_ROWS`] (when K allows it), else matmul in 64 x 64 or
+    /// 32 x 32 tiles.
+    Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Rc<Kernel>> },
+    /// CPU-like devices: the barrier-free kernel with 4 token rows per invocation, and with 1.
+    Direct { block_4: Rc<Kernel>, block_1: Rc<Kernel> },
+}
+
+/// A HF Linear: `y[m, :] (+)= x[m, :] @ W^T + b` — x: [M, K], W: [N, K] packed (row chunks),
+/// b: [N], y: [M, out_cols]. With `accumulate` it adds into y (the residual stream). The
+/// kernel family is the device's ([`Gpu::direct_kernels`]).
+pub struct Linear {
+    kernels: Kernels,
+    /// One bind group per weight chunk, with the chunk's row count.
+    chunks: Vec<(wgpu::BindGroup, usize)>,
+}
+
+impl Linear {
+    pub fn new(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, accumulate: bool) -> Self {
+        let constants = [
+            w.dtype_constant(),
+            ("HAS_BIAS", f64::from(u8::from(io.bias.is_some()))),
+            ("ACCUMULATE", f64::from(u8::from(accumulate))),
+        ];
+        let with = |extra: (&'static str, f64)| [constants[0], constants[1], constants[2], extra];
+        let kernels = if gpu.direct_kernels {
+            Kernels::Direct {
+                block_4: gpu.kernel(&LINEAR_DIRECT, &constants),
+                block_1: gpu.kernel(&LINEAR_DIRECT, &with(("BLOCK_M", 1.0))),
+            }
+        } else {
+            Kernels::Tiled {
+                matmul_64: gpu.kernel(&MATMUL, &with(("TILE", 64.0))),
+                matmul_32: gpu.kernel(&MATMUL, &with(("TILE", 32.0))),
+                // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one.
+                matvec: w.cols.is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &constants)),
+            }
+        };
+        // Without a bias the shader never reads binding 4; x stands in for it.
+        let bias = io.bias.unwrap_or(io.x);
+        let chunks = w
+            .chunks
+            .iter()
+            .map(|c| {
+                let shape = LinearShape {
+                    k: w.cols as u32,
+                    n: c.rows as u32,
+                    n_offset: c.row_start as u32,
+                    out_cols: io.out_cols as u32,
+                };
+                let shape = gpu.uniform("linear", &shape);
+                let layout = match &kernels {
+                    Kernels::Tiled { matmul_64, .. } => matmul_64,
+                    Kernels::Direct { block_4, .. } => block_4,
+                };
+                (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y]), c.rows)
+            })
+            .collect();
+        Self { kernels, chunks }
+    }
+
+    /// Encodes the layer for `m` token rows.
+    pub fn encode(&self, pass: &mut Pass, m: u32) {
+        for (group, rows) in &self.chunks {
+            let (kernel, grid) = self.pick(m, *rows);
+            run(pass, kernel, group, grid);
+        }
+    }
+
+    /// The kernel and grid for `m` token rows and a chunk of `rows` weight rows.
+    fn pick(&self, m: u32, rows: usize) -> (&Kernel, (u32, u32, u32)) {
+        match &self.kernels {
+            Kernels::Direct { block_4, block_1 } if m == 1 => (block_1, (div_up(rows, 4 * 64), 1, 1)),
+            Kernels::Direct { block_4, .. } => (block_4, (div_up(rows, 4 * 64), m.div_ceil(4), 1)),
+            Kernels::Tiled { matvec: Some(matvec), .. } if m <= MATVEC_MAX_ROWS => {
+                let (x, y) = grid_2d(div_up(rows, 8));
+                (matvec, (x, y, 1))
+            }
+            Kernels::Tiled { matmul_64, matmul_32, .. } => {
+                if div_up(rows, 64) * m.div_ceil(64) >= MIN_TILES_64 {
+                    (matmul_64, (div_up(rows, 64), m.div_ceil(64), 1))
+                } else {
+                    (matmul_32, (div_up(rows, 32), m.div_ceil(32), 1))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! One Rust type per WGSL kernel: it builds the kernel's bind groups once (shapes go into a small
+//! uniform made at the same time) and encodes its dispatch into a compute pass. Each uniform is a
+//! `#[repr(C)]` struct whose fields match the `Shape` struct of its shader, size asserted.
+//!
+//! Notation: M = tokens in the batch, R = rows read out, H = hidden, K/N = a Linear's in/out.
+
+mod attention;
+mod linear;
+mod rows;
+
+pub use attention::{
+    ATTENTION_CHUNK, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite, Rope, kv_copy,
+};
+pub use linear::{Linear, LinearBuffers, MATVEC_MAX_ROWS};
+pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK, fill_synthetic};
+
+use crate::gpu::{Binding, Binding::*, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
+
+type Pass<'a> = wgpu::ComputePass<'a>;
+
+macro_rules! spec {
+    ($name:literal, prelude: [$($p:expr),*], $bindings:expr) => {
+        KernelSpec {
+            name: $name,
+            source: include_str!(concat!("../../../shaders/", $name, ".wgsl")),
+            prelude: &[$($p),*],
+            bindings: $bindings,
+        }
+    };
+}
+
+/// A `#[repr(C)]` uniform mirroring a shader's `Shape` struct (all fields 4 bytes; padding
+/// fields start with `_`), its size asserted to be a multiple of 16 bytes.
+macro_rules! uniform {
+    ($(#[$doc:meta])* $name:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[repr(C)]
+        #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+        pub struct $name {
+            $(pub $field: $ty),*
+        }
+        const _: () = assert!(std::mem::size_of::<$name>() % 16 == 0);
+    };
+}
+pub(crate) use uniform;
+
+/// linear.wgsl's bindings: tokens, shape, x, w, bias, y.
+const LINEAR_BINDINGS: &[Binding] = &[Uniform, Uniform, Read, Read, Read, ReadWrite];
+
+pub const EMBEDDING: KernelSpec =
+    spec!("embedding", prelude: [PACKED, WEIGHT_PAIRS], &[Uniform, Read, Read, ReadWrite]);
+pub const RMS_NORM: KernelSpec = spec!("rms_norm", prelude: [], &[Uniform, Read, Read, ReadWrite]);
+pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
+pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
+pub const LINEAR_DIRECT: KernelSpec = spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
+pub const ROPE: KernelSpec = spec!("rope", prelude: [], &[Uniform, Read, Read, ReadWrite]);
+pub const KV_WRITE: KernelSpec = spec!("kv_write", prelude: [], &[Uniform, Read, Read, Read, ReadWrite, ReadWrite]);
+pub const ATTENTION: KernelSpec = spec!("attention", prelude: [], &[Uniform, Read, Read, Read, Read, ReadWrite]);
+pub const ATTENTION_SPLIT: KernelSpec =
+    spec!("attention_split", prelude: [], &[Uniform, Read, Read, Read, Read, ReadWrite]);
+pub const ATTENTION_COMBINE: KernelSpec = spec!("attention_combine", prelude: [], &[Uniform, Read, Read, ReadWrite]);
+pub const SILU_MUL: KernelSpec = spec!("silu_mul", prelude: [], &[Uniform, ReadWrite, Read]);
+pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", prelude: [], &[Uniform, Read, Read, ReadWrite]);
+pub const TOP_K: KernelSpec = spec!("top_k", prelude: [], &[Uniform, Uniform, Read, ReadWrite]);
+pub const LM_HEAD_ROWS: KernelSpec =
+    spec!("lm_head_rows", prelude: [PACKED, WEIGHT_PAIRS], &[Uniform, Read, Read, Read, ReadWrite]);
+pub const KV_COPY: KernelSpec = spec!("kv_copy", prelude: [], &[Uniform, ReadWrite, ReadWrite]);
+pub const SYNTHETIC: KernelSpec = spec!("synthetic", prelude: [], &[Uniform, ReadWrite]);
+
+fn div_up(a: usize, b: usize) -> u32 {
+    a.div_ceil(b) as u32
+}
+
+/// Workgroups for `count` groups laid out as (x, y) within the 65,535-per-dimension limit;
+/// shaders rebuild the index as `x + y * num_workgroups.x` and skip the excess.
+fn grid_2d(count: u32) -> (u32, u32) {
+    if count <= 65_535 { (count, 1) } else { (65_535, count.div_ceil(65_535)) }
+}
+
+fn run(pass: &mut Pass, kernel: &Kernel, group: &wgpu::BindGroup, grid: (u32, u32, u32)) {
+    pass.set_pipeline(&kernel.pipeline);
+    pass.set_bind_group(0, group, &[]);
+    pass.dispatch_workgroups(grid.0, grid.1, grid.2);
+}

@@ -1,0 +1,187 @@
+//! Row-wise kernels: the embedding gather, RMSNorm, SwiGLU, the read-out gather, the LM head's
+//! top-k and choice rows, and the synthetic weight fill.
+
+use std::rc::Rc;
+
+use super::{
+    EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, SILU_MUL, SYNTHETIC, TOP_K, div_up, grid_2d, run, uniform,
+};
+use crate::gpu::{Gpu, Kernel, PackedMatrix};
+
+uniform!(
+    /// The `Shape` of embedding.wgsl and lm_head_rows.wgsl: one row chunk of a vocabulary matrix.
+    ChunkShape { cols: u32, row_start: u32, rows: u32, _pad: u32 }
+);
+uniform!(
+    /// rms_norm.wgsl's `Shape`.
+    RmsNormShape { cols: u32, eps: f32, _pad0: u32, _pad1: u32 }
+);
+uniform!(
+    /// The `Shape` of silu_mul.wgsl and gather_rows.wgsl.
+    ColsShape { cols: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
+);
+uniform!(
+    /// top_k.wgsl's `Shape`.
+    TopKShape { cols: u32, stride: u32, _pad0: u32, _pad1: u32 }
+);
+uniform!(
+    /// synthetic.wgsl's `Shape`.
+    SyntheticShape { seed: u32, first: u32, pairs: u32, scale: f32 }
+);
+
+fn cols_shape(cols: usize) -> ColsShape {
+    ColsShape { cols: cols as u32, _pad0: 0, _pad1: 0, _pad2: 0 }
+}
+
+fn chunk_shape(m: &PackedMatrix, row_start: usize, rows: usize) -> ChunkShape {
+    ChunkShape { cols: m.cols as u32, row_start: row_start as u32, rows: rows as u32, _pad: 0 }
+}
+
+/// `out[t, :] = embed_tokens[ids[t], :]` — ids: [M] u32, out: [M, H] f32; one dispatch per
+/// row chunk of the (possibly split) embedding.
+pub struct Embedding {
+    kernel: Rc<Kernel>,
+    chunks: Vec<wgpu::BindGroup>,
+    cols: usize,
+}
+
+impl Embedding {
+    pub fn new(gpu: &Gpu, ids: &wgpu::Buffer, table: &PackedMatrix, out: &wgpu::Buffer) -> Self {
+        let kernel = gpu.kernel(&EMBEDDING, &[table.dtype_constant()]);
+        let chunks = table
+            .chunks
+            .iter()
+            .map(|c| {
+                let shape = gpu.uniform("embedding", &chunk_shape(table, c.row_start, c.rows));
+                gpu.bind(&kernel, &[&shape, ids, &c.buffer, out])
+            })
+            .collect();
+        Self { kernel, chunks, cols: table.cols }
+    }
+
+    pub fn encode(&self, pass: &mut Pass, m: u32) {
+        for group in &self.chunks {
+            run(pass, &self.kernel, group, (div_up(self.cols / 2, 64), m, 1));
+        }
+    }
+}
+
+/// `out[r, :] = rms_norm(x[r, :]) * weight` — x, out: [rows, H]; weight: [H].
+pub struct RmsNorm {
+    kernel: Rc<Kernel>,
+    group: wgpu::BindGroup,
+}
+
+impl RmsNorm {
+    pub fn new(gpu: &Gpu, x: &wgpu::Buffer, weight: &wgpu::Buffer, out: &wgpu::Buffer, cols: usize, eps: f64) -> Self {
+        let kernel = gpu.kernel(&RMS_NORM, &[]);
+        let shape = RmsNormShape { cols: cols as u32, eps: eps as f32, _pad0: 0, _pad1: 0 };
+        let group = gpu.bind(&kernel, &[&gpu.uniform("rms_norm", &shape), x, weight, out]);
+        Self { kernel, group }
+    }
+
+    pub fn encode(&self, pass: &mut Pass, rows: u32) {
+        run(pass, &self.kernel, &self.group, (rows, 1, 1));
+    }
+}
+
+/// SwiGLU in place — gate = silu(gate) * up; both [M, intermediate].
+pub struct SiluMul {
+    kernel: Rc<Kernel>,
+    group: wgpu::BindGroup,
+    cols: usize,
+}
+
+impl SiluMul {
+    pub fn new(gpu: &Gpu, gate: &wgpu::Buffer, up: &wgpu::Buffer, cols: usize) -> Self {
+        let kernel = gpu.kernel(&SILU_MUL, &[]);
+        let group = gpu.bind(&kernel, &[&gpu.uniform("silu_mul", &cols_shape(cols)), gate, up]);
+        Self { kernel, group, cols }
+    }
+
+    pub fn encode(&self, pass: &mut Pass, m: u32) {
+        run(pass, &self.kernel, &self.group, (div_up(self.cols, 256), m, 1));
+    }
+}
+
+/// `out[r, :] = x[token_rows[r], :]` — token_rows: [R]; x: [M, H]; out: [R, H].
+pub struct GatherRows {
+    kernel: Rc<Kernel>,
+    group: wgpu::BindGroup,
+    cols: usize,
+}
+
+impl GatherRows {
+    pub fn new(gpu: &Gpu, token_rows: &wgpu::Buffer, x: &wgpu::Buffer, out: &wgpu::Buffer, cols: usize) -> Self {
+        let kernel = gpu.kernel(&GATHER_ROWS, &[]);
+        let group = gpu.bind(&kernel, &[&gpu.uniform("gather_rows", &cols_shape(cols)), token_rows, x, out]);
+        Self { kernel, group, cols }
+    }
+
+    pub fn encode(&self, pass: &mut Pass, rows: u32) {
+        run(pass, &self.kernel, &self.group, (div_up(self.cols, 64), rows, 1));
+    }
+}
+
+/// Most entries [`TopK`] finds per row.
+pub const TOP_K_MAX: usize = 64;
+
+/// Full-vocabulary readout without copying rows to the CPU — logits: [R, vocab];
+/// out: [R, 1 + TOP_K_MAX] pairs: (logsumexp bits, 0), then the k best (id, logit bits).
+/// `rows` is the uniform (R, k).
+pub struct TopK {
+    kernel: Rc<Kernel>,
+    group: wgpu::BindGroup,
+}
+
+impl TopK {
+    pub fn new(gpu: &Gpu, rows: &wgpu::Buffer, logits: &wgpu::Buffer, out: &wgpu::Buffer, vocab: usize) -> Self {
+        let kernel = gpu.kernel(&TOP_K, &[]);
+        let shape = TopKShape { cols: vocab as u32, stride: 1 + TOP_K_MAX as u32, _pad0: 0, _pad1: 0 };
+        let group = gpu.bind(&kernel, &[rows, &gpu.uniform("top_k", &shape), logits, out]);
+        Self { kernel, group }
+    }
+
+    pub fn encode(&self, pass: &mut Pass, rows: u32) {
+        run(pass, &self.kernel, &self.group, (rows, 1, 1));
+    }
+}
+
+/// The LM head over chosen vocabulary rows only — ids: [k]; x: [R, H]; logits: [R, k].
+pub struct LmHeadRows {
+    kernel: Rc<Kernel>,
+    chunks: Vec<wgpu::BindGroup>,
+}
+
+impl LmHeadRows {
+    pub fn new(gpu: &Gpu, ids: &wgpu::Buffer, x: &wgpu::Buffer, head: &PackedMatrix, logits: &wgpu::Buffer) -> Self {
+        let kernel = gpu.kernel(&LM_HEAD_ROWS, &[head.dtype_constant()]);
+        let chunks = head
+            .chunks
+            .iter()
+            .map(|c| {
+                let shape = gpu.uniform("lm_head_rows", &chunk_shape(head, c.row_start, c.rows));
+                gpu.bind(&kernel, &[&shape, ids, x, &c.buffer, logits])
+            })
+            .collect();
+        Self { kernel, chunks }
+    }
+
+    pub fn encode(&self, pass: &mut Pass, ids: u32, rows: u32) {
+        for group in &self.chunks {
+            run(pass, &self.kernel, group, (ids, rows, 1));
+        }
+    }
+}
+
+/// Fills a matrix with the synthetic weights of tensor `seed` (see `synthetic.wgsl`).
+pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, scale: f32) {
+    let kernel = gpu.kernel(&SYNTHETIC, &[]);
+    for c in &m.chunks {
+        let pairs = c.rows * m.cols / 2;
+        let shape = SyntheticShape { seed, first: (c.row_start * m.cols) as u32, pairs: pairs as u32, scale };
+        let group = gpu.bind(&kernel, &[&gpu.uniform("synthetic", &shape), &c.buffer]);
+        let (x, y) = grid_2d(div_up(pairs, 256));
+        run(pass, &kernel, &group, (x, y, 1));
+    }
+}

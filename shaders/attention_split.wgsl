@@ -1,0 +1,95 @@
+// Decode attention, first pass: the keys of each (token, query head) are split into chunks of
+// CHUNK, one workgroup each, so a long context spreads over many workgroups instead of making
+// one workgroup walk it all. Each writes its chunk's softmax statistics and unnormalised output;
+// attention_combine.wgsl merges the chunks. Causal GQA as in attention.wgsl.
+struct Shape {
+    heads: u32,      // query heads
+    kv_heads: u32,
+    head_dim: u32,   // D <= 256
+    splits: u32,     // chunks per (token, head) that `partial` has room for
+}
+@group(0) @binding(0) var<uniform> shape: Shape;
+@group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
+@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, heads * D], RoPE applied
+@group(0) @binding(3) var<storage, read> k_cache: array<f32>;        // [rows, kv_heads * D]
+@group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
+@group(0) @binding(5) var<storage, read_write> partial: array<f32>;  // [M, heads, splits, D + 2]
+
+const CHUNK: u32 = 64u;  // keys per workgroup, one per thread
+var<workgroup> qs: array<f32, 256>;     // the query, pre-scaled by 1 / sqrt(D)
+var<workgroup> probs: array<f32, CHUNK>;
+var<workgroup> red: array<f32, CHUNK>;
+var<workgroup> seen: u32;
+
+fn reduce(value: f32, tid: u32, is_max: bool) -> f32 {
+    red[tid] = value;
+    workgroupBarrier();
+    for (var stride = CHUNK / 2u; stride > 0u; stride /= 2u) {
+        if tid < stride {
+            if is_max {
+                red[tid] = max(red[tid], red[tid + stride]);
+            } else {
+                red[tid] += red[tid + stride];
+            }
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+// Workgroup (head, token, chunk).
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let h = wg.x;
+    let t = wg.y;
+    let start = wg.z * CHUNK;
+    let d = shape.head_dim;
+    if tid == 0u {
+        seen = token_meta[t].y + 1u;
+    }
+    let len = workgroupUniformLoad(&seen);
+    if start >= len {
+        return;  // past this token's context: the combine pass never reads this chunk
+    }
+    let kv_width = shape.kv_heads * d;
+    let kv_off = (h / (shape.heads / shape.kv_heads)) * d;
+    let base = token_meta[t].x + start;
+    let n = min(CHUNK, len - start);
+    let scale = inverseSqrt(f32(d));
+    for (var i = tid; i < d; i += CHUNK) {
+        qs[i] = q[(t * shape.heads + h) * d + i] * scale;
+    }
+    workgroupBarrier();
+
+    var score = -3.4e38;
+    if tid < n {
+        let row = (base + tid) * kv_width + kv_off;
+        var s = 0.0;
+        for (var i = 0u; i < d; i++) {
+            s = fma(qs[i], k_cache[row + i], s);
+        }
+        score = s;
+    }
+    let chunk_max = reduce(score, tid, true);
+    var p = 0.0;
+    if tid < n {
+        p = exp(score - chunk_max);
+    }
+    probs[tid] = p;
+    let chunk_sum = reduce(p, tid, false);  // its barriers also publish probs[]
+
+    let out = ((t * shape.heads + h) * shape.splits + wg.z) * (d + 2u);
+    for (var i = tid; i < d; i += CHUNK) {
+        var a = 0.0;
+        for (var j = 0u; j < n; j++) {
+            a = fma(probs[j], v_cache[(base + j) * kv_width + kv_off + i], a);
+        }
+        partial[out + i] = a;
+    }
+    if tid == 0u {
+        partial[out + d] = chunk_max;
+        partial[out + d + 1u] = chunk_sum;
+    }
+}
