@@ -13,6 +13,7 @@ use crate::gpu::Binding::*;
 use crate::gpu::{Gpu, KernelSpec, PassTimer, read_buffer};
 use crate::judge::{Engine, JudgeRequest, Judgment, Strategy};
 use crate::model::ModelOptions;
+use crate::profile::Profile;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -25,11 +26,19 @@ pub struct BenchOptions {
     pub repeats: usize,
     /// Tokens of the shared document in strategy C's prompts.
     pub doc_tokens: usize,
+    /// Also profile one prefill and one decode step per length, kernel by kernel.
+    pub profile: bool,
 }
 
 impl Default for BenchOptions {
     fn default() -> Self {
-        Self { lengths: vec![32, 64, 128, 256, 512, 1024], batch_sizes: vec![1, 8, 32, 64], repeats: 3, doc_tokens: 48 }
+        Self {
+            lengths: vec![32, 64, 128, 256, 512, 1024],
+            batch_sizes: vec![1, 8, 32, 64],
+            repeats: 3,
+            doc_tokens: 48,
+            profile: false,
+        }
     }
 }
 
@@ -57,6 +66,8 @@ pub struct DeviceInfo {
     pub backend: String,
     pub timestamps: bool,
     pub max_binding_mib: u64,
+    /// The linear-layer kernel family: "tiled" or "direct".
+    pub kernels: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -142,6 +153,9 @@ pub struct BenchReport {
     pub batch: Vec<BatchPoint>,
     pub batch_skipped: Vec<String>,
     pub roofline: Roofline,
+    /// Per-kernel GPU times ([`BenchOptions::profile`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
     /// Wall-clock milliseconds everywhere; GPU milliseconds where labelled `gpu_`.
     pub units: &'static str,
 }
@@ -356,6 +370,13 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         }
     }
 
+    let profile = if options.profile {
+        progress("profile: one prefill and one decode step per length, kernel by kernel");
+        Some(crate::profile::profile(&mut engine.model, &options.lengths, &micro).await?)
+    } else {
+        None
+    };
+
     let decode_bytes = engine.model.weights.decode_bytes();
     let decode_gbps = if decode_ms > 0.0 { decode_bytes as f64 / (decode_ms * 1e6) } else { 0.0 };
     let longest = sweep.last();
@@ -370,6 +391,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
             backend: format!("{:?}", info.backend),
             timestamps: gpu.timestamps,
             max_binding_mib: gpu.max_binding >> 20,
+            kernels: if gpu.direct_kernels { "direct" } else { "tiled" },
         },
         model: ModelInfo {
             hidden_size: config.hidden_size,
@@ -392,6 +414,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         cost_model,
         batch,
         batch_skipped,
+        profile,
         units: "ms of wall time unless the field says gpu_; GB/s = 1e9 bytes per second",
     })
 }

@@ -79,7 +79,7 @@ impl KvCache {
             let (src, dst) = ((from * self.capacity) as u32, (to * self.capacity) as u32);
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             {
-                let mut pass = encoder.begin_compute_pass(&Default::default());
+                let mut pass = crate::gpu::Dispatcher::new(&mut encoder, "kv copy", None);
                 for (k, v) in self.k.iter().zip(&self.v) {
                     let shape = ops::KvCopyShape { src, dst, rows: len as u32, kv_dim: self.kv_dim as u32 };
                     ops::kv_copy(gpu, &mut pass, (k, v), shape);

@@ -28,5 +28,6 @@ pub mod judge;
 pub mod kv_cache;
 pub mod model;
 pub mod ops;
+pub mod profile;
 #[cfg(target_arch = "wasm32")]
 pub mod web;

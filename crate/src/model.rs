@@ -12,11 +12,11 @@ use std::rc::Rc;
 use crate::clock::now_ms;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, GpuWeights, PassTimer, read_buffer, read_buffer_timed};
+use crate::gpu::{DispatchRecord, Dispatcher, Gpu, GpuWeights, PassTimer, Profiler, read_buffer, read_buffer_timed};
 use crate::kv_cache::KvCache;
 use crate::ops::{
-    Attention, AttentionBuffers, AttentionDims, Embedding, GatherRows, KvWrite, Linear, LinearBuffers, LmHeadRows,
-    RmsNorm, Rope, SiluMul, TOP_K_MAX, TopK,
+    AttendedKeys, Attention, AttentionBuffers, AttentionDims, Embedding, GatherRows, KvWrite, Linear, LinearBuffers,
+    LmHeadRows, RmsNorm, Rope, SiluMul, TOP_K_MAX, TopK,
 };
 
 /// Sizes fixed when the model is set up.
@@ -123,6 +123,8 @@ pub struct ForwardTiming {
 pub struct ForwardOut {
     pub rows: Vec<RowOut>,
     pub timing: ForwardTiming,
+    /// Profile mode only: every dispatch in order, with its GPU time in milliseconds.
+    pub profile: Vec<(DispatchRecord, f64)>,
 }
 
 /// Kernels of one decoder layer, bound to its weights and the shared scratch buffers.
@@ -168,6 +170,13 @@ pub struct Model {
     scratch: Scratch,
     embed_tokens: Embedding,
     layers: Vec<LayerOps>,
+    head: HeadOps,
+    /// Per-dispatch GPU times, when profiling ([`Model::set_profiling`]).
+    profiler: Option<Profiler>,
+}
+
+/// Kernels of the head: the read-out rows' final norm, and the full or choice-rows LM head.
+struct HeadOps {
     gather_rows: GatherRows,
     norm: RmsNorm,
     lm_head: Linear,
@@ -265,18 +274,17 @@ impl Model {
             })
             .collect::<Result<_>>()?;
         let head = weights.head();
+        let head_io = LinearBuffers { tokens: &s.rows, x: &s.head_normed, bias: None, y: &s.logits, out_cols: v };
         let model = Self {
             embed_tokens: Embedding::new(g, &s.ids, &weights.embed_tokens, &x),
-            gather_rows: GatherRows::new(g, &s.which, &x, &head_x, h),
-            norm: RmsNorm::new(g, &head_x, &weights.norm, &s.head_normed, h, eps),
-            lm_head: Linear::new(
-                g,
-                head,
-                LinearBuffers { tokens: &s.rows, x: &s.head_normed, bias: None, y: &s.logits, out_cols: v },
-                false,
-            ),
-            top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v),
-            lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, head, &s.choice_logits),
+            head: HeadOps {
+                gather_rows: GatherRows::new(g, &s.which, &x, &head_x, h),
+                norm: RmsNorm::new(g, &head_x, &weights.norm, &s.head_normed, h, eps),
+                lm_head: Linear::new(g, head, head_io, false),
+                top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v),
+                lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, head, &s.choice_logits),
+            },
+            profiler: None,
             layers,
             scratch: s,
             config: c,
@@ -287,6 +295,20 @@ impl Model {
         };
         model.gpu.check()?;
         Ok(model)
+    }
+
+    /// Profile mode: every later forward times each dispatch on its own (one compute pass
+    /// each) and returns them in [`ForwardOut::profile`]. Off by default, and free when off.
+    /// Needs `timestamp-query`.
+    pub fn set_profiling(&mut self, on: bool) -> Result<()> {
+        self.profiler = match (on, self.profiler.take()) {
+            (false, _) => None,
+            (true, Some(p)) => Some(p),
+            (true, None) => Some(Profiler::new(&self.gpu).ok_or_else(|| {
+                Error::Gpu("profiling needs GPU timestamps (timestamp-query), which this device lacks".into())
+            })?),
+        };
+        Ok(())
     }
 
     /// The same weights set up for other sizes (a new KV cache and activations).
@@ -325,46 +347,30 @@ impl Model {
         }
 
         let mut encoder = g.device.create_command_encoder(&Default::default());
-        let phase = |i: u32| s.timer.as_ref().map(|t| t.writes(i));
-        {
-            let mut pass = encoder
-                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("layers"), timestamp_writes: phase(0) });
-            let p = &mut pass;
-            self.embed_tokens.encode(p, m);
-            for l in &self.layers {
-                // Attention block: x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))),
-                // n = input_layernorm(x); the new keys and values join the cache first.
-                l.input_layernorm.encode(p, m);
-                l.q_proj.encode(p, m);
-                l.k_proj.encode(p, m);
-                l.v_proj.encode(p, m);
-                l.rope_q.encode(p, m);
-                l.rope_k.encode(p, m);
-                l.kv_write.encode(p, m);
-                l.attention.encode(p, m, plan.longest);
-                l.o_proj.encode(p, m);
-                // MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)), n = post_attention_layernorm(x).
-                l.post_attention_layernorm.encode(p, m);
-                l.gate_proj.encode(p, m);
-                l.up_proj.encode(p, m);
-                l.silu_mul.encode(p, m);
-                l.down_proj.encode(p, m);
+        // Profile mode: dispatches before this index belong to the layers, the rest to the head.
+        let mut layers_end = 0;
+        match self.profiler.as_mut() {
+            Some(profiler) => {
+                profiler.clear();
+                let mut d = Dispatcher::profiled(&mut encoder, profiler);
+                encode_layers(&mut d, &self.embed_tokens, &self.layers, &plan);
+                drop(d);
+                layers_end = profiler.len();
+                encode_head(&mut Dispatcher::profiled(&mut encoder, profiler), &self.head, &plan);
+            }
+            None => {
+                let phase = |i: u32| s.timer.as_ref().map(|t| t.writes(i));
+                encode_layers(
+                    &mut Dispatcher::new(&mut encoder, "layers", phase(0)),
+                    &self.embed_tokens,
+                    &self.layers,
+                    &plan,
+                );
+                encode_head(&mut Dispatcher::new(&mut encoder, "head", phase(1)), &self.head, &plan);
             }
         }
-        {
-            let mut pass = encoder
-                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("head"), timestamp_writes: phase(1) });
-            let p = &mut pass;
-            // Final norm and LM head on the read-out rows only.
-            self.gather_rows.encode(p, r);
-            self.norm.encode(p, r);
-            if plan.top_k > 0 {
-                self.lm_head.encode(p, r);
-                self.top_k.encode(p, r);
-            }
-            if plan.choices > 0 {
-                self.lm_head_rows.encode(p, plan.choices as u32, r);
-            }
+        if let Some(profiler) = &self.profiler {
+            profiler.resolve(&mut encoder);
         }
         // Read back: top pairs, choice logits, hidden rows, timestamps; full logits separately.
         let (h, k, r64, f) = (self.config.hidden_size as u64, plan.choices as u64, r as u64, 4u64);
@@ -382,7 +388,7 @@ impl Model {
         if readout.hidden {
             encoder.copy_buffer_to_buffer(&s.head_normed, 0, &s.staging, hidden_at, Some(hidden_len));
         }
-        if let Some(t) = &s.timer {
+        if let (Some(t), None) = (&s.timer, &self.profiler) {
             t.copy_to(&mut encoder, &s.staging, stamps_at);
         }
         let vocab = self.config.vocab_size as u64;
@@ -421,13 +427,27 @@ impl Model {
                 }
             })
             .collect();
-        let timing = ForwardTiming {
-            wall_ms,
-            readback_ms,
-            gpu_layers_ms: s.timer.as_ref().map(|_| PassTimer::ms(g, &bytes[stamps_at as usize..], 0)),
-            gpu_head_ms: s.timer.as_ref().map(|_| PassTimer::ms(g, &bytes[stamps_at as usize..], 1)),
+        let (mut timing, profile) = match &self.profiler {
+            Some(profiler) => {
+                let dispatches = profiler.read(g).await?;
+                let sum = |part: &[(DispatchRecord, f64)]| Some(part.iter().map(|(_, ms)| ms).sum());
+                let (layers, head) = dispatches.split_at(layers_end);
+                let timing = ForwardTiming { gpu_layers_ms: sum(layers), gpu_head_ms: sum(head), ..Default::default() };
+                (timing, dispatches)
+            }
+            None => {
+                let stamps = &bytes[stamps_at as usize..];
+                let timing = ForwardTiming {
+                    gpu_layers_ms: s.timer.as_ref().map(|_| PassTimer::ms(g, stamps, 0)),
+                    gpu_head_ms: s.timer.as_ref().map(|_| PassTimer::ms(g, stamps, 1)),
+                    ..Default::default()
+                };
+                (timing, Vec::new())
+            }
         };
-        Ok(ForwardOut { rows, timing })
+        timing.wall_ms = wall_ms;
+        timing.readback_ms = readback_ms;
+        Ok(ForwardOut { rows, timing, profile })
     }
 
     /// Checks a batch against the model's sizes and lays out its per-token inputs.
@@ -458,7 +478,10 @@ impl Model {
                 plan.ids.push(t);
                 plan.meta.extend([base, start + i as u32]);
             }
-            plan.longest = plan.longest.max(start + seq.tokens.len() as u32);
+            let seen = start + seq.tokens.len() as u32;
+            plan.keys.longest = plan.keys.longest.max(seen);
+            plan.keys.rows += u64::from(seen);
+            plan.keys.pairs += (start + 1..=seen).map(u64::from).sum::<u64>();
             let last = plan.ids.len() as u32 - 1;
             match readout.rows {
                 Rows::Last => plan.which.push(last),
@@ -510,5 +533,46 @@ struct Plan {
     which: Vec<u32>, // [R]
     choices: usize,  // k: vocabulary ids whose logits are read
     top_k: usize,    // best pairs found by the full head (0: no full head)
-    longest: u32,    // most keys any token attends to
+    keys: AttendedKeys,
+}
+
+/// Embedding and decoder layers: the residual stream x of every token, layer by layer.
+fn encode_layers(d: &mut Dispatcher, embed_tokens: &Embedding, layers: &[LayerOps], plan: &Plan) {
+    let m = plan.ids.len() as u32;
+    embed_tokens.encode(d, m);
+    for (i, l) in layers.iter().enumerate() {
+        d.set_layer(Some(i));
+        // Attention block: x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))),
+        // n = input_layernorm(x); the new keys and values join the cache first.
+        l.input_layernorm.encode(d, m);
+        l.q_proj.encode(d, m);
+        l.k_proj.encode(d, m);
+        l.v_proj.encode(d, m);
+        l.rope_q.encode(d, m);
+        l.rope_k.encode(d, m);
+        l.kv_write.encode(d, m);
+        l.attention.encode(d, m, plan.keys);
+        l.o_proj.encode(d, m);
+        // MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)), n = post_attention_layernorm(x).
+        l.post_attention_layernorm.encode(d, m);
+        l.gate_proj.encode(d, m);
+        l.up_proj.encode(d, m);
+        l.silu_mul.encode(d, m);
+        l.down_proj.encode(d, m);
+    }
+    d.set_layer(None);
+}
+
+/// Final norm and LM head, on the read-out rows only.
+fn encode_head(d: &mut Dispatcher, head: &HeadOps, plan: &Plan) {
+    let r = plan.which.len() as u32;
+    head.gather_rows.encode(d, r);
+    head.norm.encode(d, r);
+    if plan.top_k > 0 {
+        head.lm_head.encode(d, r);
+        head.top_k.encode(d, r, plan.top_k);
+    }
+    if plan.choices > 0 {
+        head.lm_head_rows.encode(d, plan.choices as u32, r);
+    }
 }

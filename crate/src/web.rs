@@ -221,8 +221,9 @@ impl WebEngine {
         .await
     }
 
-    /// Runs the benchmark (`{"lengths": [...], "batch_sizes": [...], "repeats": n}`, all
-    /// optional); `progress` is called with a line per step. Resolves to the report JSON.
+    /// Runs the benchmark (`{"lengths": [...], "batch_sizes": [...], "repeats": n, "profile":
+    /// bool}`, all optional); `progress` is called with a line per step. Resolves to the report
+    /// JSON (with `profile`, per-kernel GPU times: see [`crate::profile`]).
     pub async fn bench(&self, options_json: String, progress: js_sys::Function) -> Result<String, JsError> {
         #[derive(serde::Deserialize, Default)]
         struct Opts {
@@ -230,6 +231,7 @@ impl WebEngine {
             batch_sizes: Option<Vec<usize>>,
             repeats: Option<usize>,
             doc_tokens: Option<usize>,
+            profile: Option<bool>,
         }
         let o: Opts = serde_json::from_str(&options_json).map_err(|e| JsError::new(&format!("bench options: {e}")))?;
         let d = BenchOptions::default();
@@ -238,6 +240,7 @@ impl WebEngine {
             batch_sizes: o.batch_sizes.unwrap_or(d.batch_sizes),
             repeats: o.repeats.unwrap_or(d.repeats),
             doc_tokens: o.doc_tokens.unwrap_or(d.doc_tokens),
+            profile: o.profile.unwrap_or(d.profile),
         };
         self.with(async |e| {
             let sizes = options.model_options(&e.model.config, &e.model.gpu);

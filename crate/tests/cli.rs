@@ -135,3 +135,47 @@ fn sequence_logprobs_is_an_option_of_b() {
     let (_, out, _) = onetoken(&["judge", "--model", &model, "--request", &request, "--strategy", "b"]);
     assert!(lines(&out)[0]["sequence_logprobs"].is_null());
 }
+
+#[test]
+fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
+    let model = fixture("tiny-qwen2").display().to_string();
+    for kernels in ["tiled", "direct"] {
+        let args = ["bench", "--model", &model, "--json", "--lengths", "12,30", "--batch-sizes", "1", "--repeats", "1"];
+        let (ok, out, err) = onetoken(&[&args[..], &["--profile", "--kernels", kernels]].concat());
+        assert!(ok, "{err}");
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(report["device"]["kernels"], kernels);
+        let phases = report["profile"]["phases"].as_array().unwrap();
+        let names: Vec<(&str, u64)> =
+            phases.iter().map(|p| (p["phase"].as_str().unwrap(), p["tokens"].as_u64().unwrap())).collect();
+        assert_eq!(names, [("prefill", 12), ("decode", 1), ("prefill", 30), ("decode", 1)]);
+        for p in phases {
+            let dispatches = p["dispatches"].as_array().unwrap();
+            // Embedding, 2 layers x 14 (15 where decode attention is split), norm, gather, head, top-k.
+            let per_layer = if kernels == "tiled" && p["phase"] == "decode" { 15 } else { 14 };
+            assert_eq!(dispatches.len(), 1 + 2 * per_layer + 4, "{}", p["phase"]);
+            assert_eq!(p["dispatch_count"].as_u64().unwrap() as usize, dispatches.len());
+            let mut sum = 0.0;
+            for d in dispatches {
+                assert!(!d["kernel"].as_str().unwrap().is_empty());
+                assert!(d["layer"].is_null() || d["layer"].as_u64().unwrap() < 2);
+                assert!(d["bytes"].as_u64().is_some() && d["flops"].as_u64().is_some());
+                sum += d["gpu_ms"].as_f64().unwrap();
+            }
+            // 7 linear layers a layer and the LM head: the tiled family runs the prefill's layers
+            // as matmul, and a single row (decode, the head) as matvec.
+            let names: Vec<&str> = dispatches.iter().map(|d| d["kernel"].as_str().unwrap()).collect();
+            let count = |kernel: &str| names.iter().filter(|&&n| n == kernel).count();
+            match (kernels, p["phase"].as_str().unwrap()) {
+                ("direct", _) => assert_eq!(count("linear_direct"), 15, "{names:?}"),
+                (_, "prefill") => assert_eq!((count("matmul"), count("matvec")), (14, 1), "{names:?}"),
+                _ => assert_eq!(count("matvec"), 15, "{names:?}"),
+            }
+            let kernels_ms = p["kernels_ms"].as_f64().unwrap();
+            assert!((kernels_ms - sum).abs() < 1e-6 * sum.max(1.0), "{kernels_ms} vs {sum}");
+            assert!(kernels_ms > 0.0 && p["gpu_ms"].as_f64().unwrap() > 0.0);
+            let totals: u64 = p["kernels"].as_array().unwrap().iter().map(|k| k["count"].as_u64().unwrap()).sum();
+            assert_eq!(totals as usize, dispatches.len());
+        }
+    }
+}

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use onetoken::gpu::{Gpu, GpuOptions, KernelFamily, PackedMatrix};
+use onetoken::gpu::{Dispatcher, Gpu, GpuOptions, KernelFamily, PackedMatrix};
 use onetoken::ops;
 use onetoken::reference;
 use onetoken::weights::Dtype;
@@ -25,10 +25,10 @@ fn small_binding_gpu(bytes: u64) -> Gpu {
     Gpu::new_blocking(GpuOptions { weight_chunk_bytes: Some(bytes), ..Default::default() }).unwrap()
 }
 
-fn run(gpu: &Gpu, encode: impl FnOnce(&mut wgpu::ComputePass)) {
+fn run(gpu: &Gpu, encode: impl FnOnce(&mut Dispatcher)) {
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
     {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
+        let mut pass = Dispatcher::new(&mut encoder, "test", None);
         encode(&mut pass);
     }
     gpu.queue.submit([encoder.finish()]);
@@ -234,7 +234,8 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
         assert_close(&read(&gpu, &vcb, rows * kv_dim), &vc, 0.0, 0.0, "kv_write values");
         // Both paths on the same batch: one workgroup per (head, token), and split keys.
         for path in [ops::AttentionPath::Whole, ops::AttentionPath::Split] {
-            run(&gpu, |p| attn.encode_path(p, m as u32, a_len as u32, path));
+            let keys = ops::AttendedKeys { longest: a_len as u32, pairs: 0, rows: 0 };
+            run(&gpu, |p| attn.encode_path(p, m as u32, keys, path));
             let what = format!("attention {path:?} {heads}:{kv_heads}x{d}");
             assert_close(&read(&gpu, &out, m * w), &want, 1e-5, 1e-4, &what);
         }
@@ -273,7 +274,7 @@ fn silu_mul_gather_and_top_k_match_reference() {
         let rows = gpu.uniform("rows", &[3u32, k as u32, 0, 0]);
         let (lb, out) = (gpu.storage_from("l", &logits), gpu.storage("out", (3 * stride * 8) as u64));
         let op = ops::TopK::new(&gpu, &rows, &lb, &out, vocab);
-        run(&gpu, |p| op.encode(p, 3));
+        run(&gpu, |p| op.encode(p, 3, k));
         let got: Vec<u32> =
             bytemuck::pod_collect_to_vec(&pollster::block_on(gpu.download(&out, (3 * stride * 8) as u64)).unwrap());
         for r in 0..3 {

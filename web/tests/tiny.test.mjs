@@ -93,6 +93,23 @@ test('a short benchmark fills the sweep, batch and roofline charts', async () =>
   assert.ok((await count('#chart-batch [data-kind=bar]')) >= 4);
   assert.equal(await count('#chart-roofline [data-kind=measured]'), 2);
   assert.match(await page.textContent('#cost-model'), /T = .* ms \+ .* ms × P \+ N × .* ms/);
+  assert.equal(report.profile, undefined, 'profile mode is off by default');
+});
+
+test('bench with profile: true times every dispatch of a prefill and a decode step', async () => {
+  const report = await page.evaluate(() =>
+    window.onetoken.bench({ lengths: [20], batch_sizes: [1], repeats: 1, profile: true }));
+  const phases = report.profile.phases;
+  assert.deepEqual(phases.map((p) => [p.phase, p.tokens, p.context]), [['prefill', 20, 0], ['decode', 1, 20]]);
+  for (const p of phases) {
+    assert.equal(p.dispatches.length, p.dispatch_count);
+    assert.ok(p.dispatch_count >= 30, `${p.dispatch_count} dispatches`);
+    for (const d of p.dispatches) {
+      assert.ok(d.kernel && typeof d.gpu_ms === 'number' && d.bytes >= 0 && d.flops >= 0, JSON.stringify(d));
+    }
+    const sum = p.dispatches.reduce((a, d) => a + d.gpu_ms, 0);
+    assert.ok(Math.abs(sum - p.kernels_ms) < 1e-6 * Math.max(1, sum));
+  }
 });
 
 test('no console errors', () => {

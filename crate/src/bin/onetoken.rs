@@ -96,6 +96,10 @@ struct BenchArgs {
     /// Runs per point (the median is kept).
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// Also time every kernel of one prefill and one decode step per length (needs GPU
+    /// timestamps): the `profile` of the JSON, a table per phase otherwise.
+    #[arg(long)]
+    profile: bool,
 }
 
 /// How the GPU is used.
@@ -283,6 +287,7 @@ fn bench(args: BenchArgs) -> Result<()> {
         lengths: args.lengths,
         batch_sizes: args.batch_sizes,
         repeats: args.repeats,
+        profile: args.profile,
         ..Default::default()
     };
     let config = args.source.config()?;
@@ -356,6 +361,35 @@ fn print_report(r: &BenchReport) {
     }
     for s in &r.batch_skipped {
         println!("skipped: {s}");
+    }
+    if let Some(p) = &r.profile {
+        print_profile(p);
+    }
+}
+
+/// Per phase: its GPU time, the kernels' sum and count, then each kernel's share and roofline.
+fn print_profile(p: &onetoken::profile::Profile) {
+    for phase in &p.phases {
+        println!(
+            "\n{} of {} tokens after {}: GPU {:.3} ms; kernels one by one {:.3} ms in {} dispatches",
+            phase.phase, phase.tokens, phase.context, phase.gpu_ms, phase.kernels_ms, phase.dispatch_count
+        );
+        println!(
+            "{:>18} {:>6} {:>10} {:>9} {:>9} {:>7} {:>7}",
+            "kernel", "count", "GPU ms", "GB/s", "GFLOP/s", "%copy", "%FMA"
+        );
+        for k in &phase.kernels {
+            println!(
+                "{:>18} {:>6} {:>10.3} {:>9.1} {:>9.1} {:>7.1} {:>7.1}",
+                k.kernel,
+                k.count,
+                k.gpu_ms,
+                k.gbps,
+                k.gflops,
+                100.0 * k.copy_fraction,
+                100.0 * k.fma_fraction
+            );
+        }
     }
 }
 

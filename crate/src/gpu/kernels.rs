@@ -28,6 +28,8 @@ pub struct KernelSpec {
 
 /// A built pipeline and the layout its bind groups use.
 pub struct Kernel {
+    /// The kernel's file name (without `.wgsl`), as profiles report it.
+    pub name: &'static str,
     pub pipeline: wgpu::ComputePipeline,
     pub layout: wgpu::BindGroupLayout,
 }
@@ -88,7 +90,7 @@ impl Gpu {
             compilation_options: wgpu::PipelineCompilationOptions { constants, ..Default::default() },
             cache: None,
         });
-        let kernel = Rc::new(Kernel { pipeline, layout });
+        let kernel = Rc::new(Kernel { name: spec.name, pipeline, layout });
         self.kernels.borrow_mut().insert(key, kernel.clone());
         kernel
     }

@@ -4,12 +4,14 @@
 
 mod buffers;
 mod device;
+mod dispatch;
 mod kernels;
 mod timer;
 mod weights;
 
 pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions, KernelFamily};
+pub use dispatch::{DispatchRecord, Dispatcher, Profiler, Work};
 pub use kernels::{Binding, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
 pub use timer::PassTimer;
 #[cfg(not(target_arch = "wasm32"))]

@@ -71,7 +71,7 @@ impl GpuWeights {
         let mut tensors = HashMap::new();
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
+            let mut pass = crate::gpu::Dispatcher::new(&mut encoder, "synthetic weights", None);
             for (name, shape) in expected_tensors(config) {
                 let tensor = match shape[..] {
                     [rows, cols] => {

@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use super::{ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass, ROPE, div_up, run, uniform};
+use super::{ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass, ROPE, div_up, uniform, work};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Kernel};
 
@@ -47,7 +47,8 @@ impl Rope {
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
-        run(pass, &self.kernel, &self.group, (div_up(self.threads, 64), m, 1));
+        let values = m as usize * self.threads * 2;
+        pass.dispatch(&self.kernel, &self.group, (div_up(self.threads, 64), m, 1), work(values * 8, values * 3));
     }
 }
 
@@ -74,7 +75,8 @@ impl KvWrite {
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
-        run(pass, &self.kernel, &self.group, (div_up(self.kv_dim, 64), m, 1));
+        let values = m as usize * self.kv_dim;
+        pass.dispatch(&self.kernel, &self.group, (div_up(self.kv_dim, 64), m, 1), work(values * 16, 0));
     }
 }
 
@@ -86,6 +88,17 @@ const MAX_HEAD_DIM: usize = 256;
 
 /// Batches of at most this many tokens (decode) take the split attention.
 const SPLIT_MAX_TOKENS: u32 = 8;
+
+/// How many keys a batch's tokens attend to (from the batch plan).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttendedKeys {
+    /// Most keys any one token sees.
+    pub longest: u32,
+    /// (token, key) pairs: each token's keys, summed.
+    pub pairs: u64,
+    /// Cache rows read at least once: each sequence's keys, summed.
+    pub rows: u64,
+}
 
 /// Attention's sizes: query and key/value heads, head dim, and the KV capacity of a slot.
 #[derive(Debug, Clone, Copy)]
@@ -128,6 +141,7 @@ pub struct Attention {
     split: (Rc<Kernel>, wgpu::BindGroup),
     combine: (Rc<Kernel>, wgpu::BindGroup),
     heads: u32,
+    dims: AttentionDims,
     /// CPU-like devices ([`Gpu::direct_kernels`]) never split: their barriers are expensive
     /// and a few threads gain nothing from more workgroups.
     split_decode: bool,
@@ -158,27 +172,37 @@ impl Attention {
             split: with(&ATTENTION_SPLIT, &[&shape, io.meta, io.q, io.k_cache, io.v_cache, io.partial]),
             combine: with(&ATTENTION_COMBINE, &[&shape, io.meta, io.partial, io.out]),
             heads: dims.heads as u32,
+            dims,
             split_decode: !gpu.direct_kernels,
         })
     }
 
-    /// Encodes attention for `m` tokens, none of which sees more than `longest` keys.
-    pub fn encode(&self, pass: &mut Pass, m: u32, longest: u32) {
+    /// Encodes attention for `m` tokens attending to `keys`.
+    pub fn encode(&self, pass: &mut Pass, m: u32, keys: AttendedKeys) {
         let split = self.split_decode && m <= SPLIT_MAX_TOKENS;
         let path = if split { AttentionPath::Split } else { AttentionPath::Whole };
-        self.encode_path(pass, m, longest, path);
+        self.encode_path(pass, m, keys, path);
     }
 
     /// [`Attention::encode`] by the given path (either is exact for any batch; split only for
     /// m <= 8, which its scratch buffer holds).
-    pub fn encode_path(&self, pass: &mut Pass, m: u32, longest: u32, path: AttentionPath) {
+    pub fn encode_path(&self, pass: &mut Pass, m: u32, keys: AttendedKeys, path: AttentionPath) {
+        let d = &self.dims;
+        let queries = m as usize * d.heads * d.head_dim;
+        let cache = keys.rows as usize * d.kv_heads * d.head_dim * 2;
+        let scores = 4 * d.heads * d.head_dim * keys.pairs as usize;
         match path {
             AttentionPath::Split if m <= SPLIT_MAX_TOKENS => {
-                let chunks = longest.div_ceil(ATTENTION_CHUNK as u32).max(1);
-                run(pass, &self.split.0, &self.split.1, (self.heads, m, chunks));
-                run(pass, &self.combine.0, &self.combine.1, (self.heads, m, 1));
+                let chunks = keys.longest.div_ceil(ATTENTION_CHUNK as u32).max(1);
+                let partial = m as usize * d.heads * chunks as usize * (d.head_dim + 2);
+                let split = work(4 * (queries + cache + partial), scores);
+                pass.dispatch(&self.split.0, &self.split.1, (self.heads, m, chunks), split);
+                let combine = work(4 * (partial + queries), 2 * partial);
+                pass.dispatch(&self.combine.0, &self.combine.1, (self.heads, m, 1), combine);
             }
-            _ => run(pass, &self.whole.0, &self.whole.1, (self.heads, m, 1)),
+            _ => {
+                pass.dispatch(&self.whole.0, &self.whole.1, (self.heads, m, 1), work(4 * (2 * queries + cache), scores))
+            }
         }
     }
 }
@@ -196,5 +220,6 @@ pub enum AttentionPath {
 pub fn kv_copy(gpu: &Gpu, pass: &mut Pass, cache: (&wgpu::Buffer, &wgpu::Buffer), shape: KvCopyShape) {
     let kernel = gpu.kernel(&KV_COPY, &[]);
     let group = gpu.bind(&kernel, &[&gpu.uniform("kv_copy", &shape), cache.0, cache.1]);
-    run(pass, &kernel, &group, (shape.kv_dim.div_ceil(64), shape.rows, 1));
+    let values = (shape.rows * shape.kv_dim) as usize;
+    pass.dispatch(&kernel, &group, (shape.kv_dim.div_ceil(64), shape.rows, 1), work(values * 16, 0));
 }

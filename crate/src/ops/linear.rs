@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use super::{LINEAR_DIRECT, MATMUL, MATVEC, Pass, div_up, grid_2d, run, uniform};
+use super::{LINEAR_DIRECT, MATMUL, MATVEC, Pass, div_up, grid_2d, uniform, work};
 use crate::gpu::{Gpu, Kernel, PackedMatrix};
 
 uniform!(
@@ -43,6 +43,10 @@ pub struct Linear {
     kernels: Kernels,
     /// One bind group per weight chunk, with the chunk's row count.
     chunks: Vec<(wgpu::BindGroup, usize)>,
+    /// K, bytes per weight, and whether y is read too (accumulate).
+    k: usize,
+    weight_bytes: usize,
+    accumulate: bool,
 }
 
 impl Linear {
@@ -86,14 +90,16 @@ impl Linear {
                 (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y]), c.rows)
             })
             .collect();
-        Self { kernels, chunks }
+        Self { kernels, chunks, k: w.cols, weight_bytes: w.dtype.size(), accumulate }
     }
 
     /// Encodes the layer for `m` token rows.
     pub fn encode(&self, pass: &mut Pass, m: u32) {
+        let (m_, k) = (m as usize, self.k);
         for (group, rows) in &self.chunks {
             let (kernel, grid) = self.pick(m, *rows);
-            run(pass, kernel, group, grid);
+            let y = m_ * rows * 4 * (1 + usize::from(self.accumulate));
+            pass.dispatch(kernel, group, grid, work(rows * k * self.weight_bytes + m_ * k * 4 + y, 2 * m_ * k * rows));
         }
     }
 

@@ -9,14 +9,15 @@ mod linear;
 mod rows;
 
 pub use attention::{
-    ATTENTION_CHUNK, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite, Rope, kv_copy,
+    ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
+    Rope, kv_copy,
 };
 pub use linear::{Linear, LinearBuffers, MATVEC_MAX_ROWS};
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK, fill_synthetic};
 
-use crate::gpu::{Binding, Binding::*, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
+use crate::gpu::{Binding, Binding::*, Dispatcher, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS, Work};
 
-type Pass<'a> = wgpu::ComputePass<'a>;
+type Pass<'a> = Dispatcher<'a>;
 
 macro_rules! spec {
     ($name:literal, prelude: [$($p:expr),*], $bindings:expr) => {
@@ -77,8 +78,7 @@ fn grid_2d(count: u32) -> (u32, u32) {
     if count <= 65_535 { (count, 1) } else { (65_535, count.div_ceil(65_535)) }
 }
 
-fn run(pass: &mut Pass, kernel: &Kernel, group: &wgpu::BindGroup, grid: (u32, u32, u32)) {
-    pass.set_pipeline(&kernel.pipeline);
-    pass.set_bind_group(0, group, &[]);
-    pass.dispatch_workgroups(grid.0, grid.1, grid.2);
+/// Work of a dispatch: bytes moved and FLOPs done, from element counts (f32 = 4 bytes).
+fn work(bytes: usize, flops: usize) -> Work {
+    Work { bytes: bytes as u64, flops: flops as u64 }
 }

@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use super::{
-    EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, SILU_MUL, SYNTHETIC, TOP_K, div_up, grid_2d, run, uniform,
+    EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, SILU_MUL, SYNTHETIC, TOP_K, div_up, grid_2d, uniform, work,
 };
 use crate::gpu::{Gpu, Kernel, PackedMatrix};
 
@@ -43,6 +43,7 @@ pub struct Embedding {
     kernel: Rc<Kernel>,
     chunks: Vec<wgpu::BindGroup>,
     cols: usize,
+    weight_bytes: usize,
 }
 
 impl Embedding {
@@ -56,12 +57,14 @@ impl Embedding {
                 gpu.bind(&kernel, &[&shape, ids, &c.buffer, out])
             })
             .collect();
-        Self { kernel, chunks, cols: table.cols }
+        Self { kernel, chunks, cols: table.cols, weight_bytes: table.dtype.size() }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
+        // Each token's row is read from one chunk: the bytes are shared out among them.
+        let bytes = m as usize * self.cols * (self.weight_bytes + 4) / self.chunks.len().max(1);
         for group in &self.chunks {
-            run(pass, &self.kernel, group, (div_up(self.cols / 2, 64), m, 1));
+            pass.dispatch(&self.kernel, group, (div_up(self.cols / 2, 64), m, 1), work(bytes, 0));
         }
     }
 }
@@ -70,6 +73,7 @@ impl Embedding {
 pub struct RmsNorm {
     kernel: Rc<Kernel>,
     group: wgpu::BindGroup,
+    cols: usize,
 }
 
 impl RmsNorm {
@@ -77,11 +81,12 @@ impl RmsNorm {
         let kernel = gpu.kernel(&RMS_NORM, &[]);
         let shape = RmsNormShape { cols: cols as u32, eps: eps as f32, _pad0: 0, _pad1: 0 };
         let group = gpu.bind(&kernel, &[&gpu.uniform("rms_norm", &shape), x, weight, out]);
-        Self { kernel, group }
+        Self { kernel, group, cols }
     }
 
     pub fn encode(&self, pass: &mut Pass, rows: u32) {
-        run(pass, &self.kernel, &self.group, (rows, 1, 1));
+        let values = rows as usize * self.cols;
+        pass.dispatch(&self.kernel, &self.group, (rows, 1, 1), work(values * 8 + self.cols * 4, values * 4));
     }
 }
 
@@ -100,7 +105,8 @@ impl SiluMul {
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
-        run(pass, &self.kernel, &self.group, (div_up(self.cols, 256), m, 1));
+        let values = m as usize * self.cols;
+        pass.dispatch(&self.kernel, &self.group, (div_up(self.cols, 256), m, 1), work(values * 12, values * 5));
     }
 }
 
@@ -119,7 +125,8 @@ impl GatherRows {
     }
 
     pub fn encode(&self, pass: &mut Pass, rows: u32) {
-        run(pass, &self.kernel, &self.group, (div_up(self.cols, 64), rows, 1));
+        let values = rows as usize * self.cols;
+        pass.dispatch(&self.kernel, &self.group, (div_up(self.cols, 64), rows, 1), work(values * 8, 0));
     }
 }
 
@@ -132,6 +139,7 @@ pub const TOP_K_MAX: usize = 64;
 pub struct TopK {
     kernel: Rc<Kernel>,
     group: wgpu::BindGroup,
+    vocab: usize,
 }
 
 impl TopK {
@@ -139,11 +147,13 @@ impl TopK {
         let kernel = gpu.kernel(&TOP_K, &[]);
         let shape = TopKShape { cols: vocab as u32, stride: 1 + TOP_K_MAX as u32, _pad0: 0, _pad1: 0 };
         let group = gpu.bind(&kernel, &[rows, &gpu.uniform("top_k", &shape), logits, out]);
-        Self { kernel, group }
+        Self { kernel, group, vocab }
     }
 
-    pub fn encode(&self, pass: &mut Pass, rows: u32) {
-        run(pass, &self.kernel, &self.group, (rows, 1, 1));
+    /// Finds the `k` best of each of `rows` rows (k passes over each row).
+    pub fn encode(&self, pass: &mut Pass, rows: u32, k: usize) {
+        let reads = rows as usize * self.vocab * k;
+        pass.dispatch(&self.kernel, &self.group, (rows, 1, 1), work(reads * 4, reads * 2));
     }
 }
 
@@ -151,6 +161,8 @@ impl TopK {
 pub struct LmHeadRows {
     kernel: Rc<Kernel>,
     chunks: Vec<wgpu::BindGroup>,
+    cols: usize,
+    weight_bytes: usize,
 }
 
 impl LmHeadRows {
@@ -164,12 +176,20 @@ impl LmHeadRows {
                 gpu.bind(&kernel, &[&shape, ids, x, &c.buffer, logits])
             })
             .collect();
-        Self { kernel, chunks }
+        Self { kernel, chunks, cols: head.cols, weight_bytes: head.dtype.size() }
     }
 
     pub fn encode(&self, pass: &mut Pass, ids: u32, rows: u32) {
+        // Each id's row lives in one chunk: the work is shared out among them.
+        let (ids, rows, chunks) = (ids as usize, rows as usize, self.chunks.len().max(1));
+        let bytes = (ids * self.cols * self.weight_bytes + rows * self.cols * 4) / chunks;
         for group in &self.chunks {
-            run(pass, &self.kernel, group, (ids, rows, 1));
+            pass.dispatch(
+                &self.kernel,
+                group,
+                (ids as u32, rows as u32, 1),
+                work(bytes, 2 * ids * rows * self.cols / chunks),
+            );
         }
     }
 }
@@ -182,6 +202,6 @@ pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, s
         let shape = SyntheticShape { seed, first: (c.row_start * m.cols) as u32, pairs: pairs as u32, scale };
         let group = gpu.bind(&kernel, &[&gpu.uniform("synthetic", &shape), &c.buffer]);
         let (x, y) = grid_2d(div_up(pairs, 256));
-        run(pass, &kernel, &group, (x, y, 1));
+        pass.dispatch(&kernel, &group, (x, y, 1), work(pairs * 2 * m.dtype.size(), 0));
     }
 }

@@ -1,0 +1,163 @@
+//! The per-kernel profile: one prefill and one decode step at each prompt length, every dispatch
+//! timed on its own (see [`crate::gpu::Dispatcher`]) beside the bytes it must move and the FLOPs
+//! it must do, and the same forward's GPU time without profiling, measured in the same run, so
+//! the kernels' sum can be checked against the phase they make up.
+
+use serde::Serialize;
+
+use crate::bench::Micro;
+use crate::error::Result;
+use crate::model::{ForwardOut, Model, Readout, Sequence};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Profile {
+    pub phases: Vec<Phase>,
+}
+
+/// One forward call: a prefill of `tokens` tokens, or one decode step after `context` tokens.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    /// "prefill" or "decode".
+    pub phase: &'static str,
+    /// New tokens in the call.
+    pub tokens: usize,
+    /// Tokens in the KV cache before the call.
+    pub context: usize,
+    /// GPU time of the same call without profiling (layers + head).
+    pub gpu_ms: f64,
+    /// Sum of the dispatches' GPU times.
+    pub kernels_ms: f64,
+    /// Dispatches in the call.
+    pub dispatch_count: usize,
+    pub dispatches: Vec<Dispatch>,
+    /// The dispatches added up per kernel, most time first.
+    pub kernels: Vec<KernelTotal>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Dispatch {
+    pub kernel: &'static str,
+    pub layer: Option<usize>,
+    pub gpu_ms: f64,
+    pub bytes: u64,
+    pub flops: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelTotal {
+    pub kernel: &'static str,
+    pub count: usize,
+    pub gpu_ms: f64,
+    pub bytes: u64,
+    pub flops: u64,
+    pub gbps: f64,
+    pub gflops: f64,
+    /// Achieved GB/s over the copy microbenchmark's, and GFLOP/s over the FMA one's.
+    pub copy_fraction: f64,
+    pub fma_fraction: f64,
+}
+
+/// Profiles a prefill of each length and the decode step after it, in KV slot 0 (which it
+/// resets). The model's KV capacity must hold the longest length plus one.
+pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Result<Profile> {
+    let mut phases = Vec::new();
+    let vocab = model.config.vocab_size as u32;
+    for &length in lengths {
+        // Any ids will do: the work does not depend on them.
+        let ids: Vec<u32> = (0..length as u32).map(|i| (1 + i) % vocab).collect();
+        let prefill = [Sequence { slot: 0, tokens: &ids }];
+        let step = [Sequence { slot: 0, tokens: &[1] }];
+        // Unprofiled, then profiled, from the same state: prefill from an empty slot, and a
+        // decode step from the slot holding the prompt.
+        model.kv.reset(0);
+        let plain = model.forward(&prefill, Readout::ARGMAX).await?;
+        model.kv.reset(0);
+        let profiled = profiled_forward(model, &prefill).await?;
+        phases.push(phase("prefill", length, 0, &plain, &profiled, micro));
+        let plain = model.forward(&step, Readout::ARGMAX).await?;
+        model.kv.reset(0);
+        model.forward(&prefill, Readout::ARGMAX).await?;
+        let profiled = profiled_forward(model, &step).await?;
+        phases.push(phase("decode", 1, length, &plain, &profiled, micro));
+    }
+    model.kv.reset(0);
+    Ok(Profile { phases })
+}
+
+async fn profiled_forward(model: &mut Model, batch: &[Sequence<'_>]) -> Result<ForwardOut> {
+    model.set_profiling(true)?;
+    let out = model.forward(batch, Readout::ARGMAX).await;
+    model.set_profiling(false)?;
+    out
+}
+
+fn phase(
+    name: &'static str,
+    tokens: usize,
+    context: usize,
+    plain: &ForwardOut,
+    profiled: &ForwardOut,
+    micro: &Micro,
+) -> Phase {
+    let t = &plain.timing;
+    let dispatches: Vec<Dispatch> = profiled
+        .profile
+        .iter()
+        .map(|(d, ms)| Dispatch {
+            kernel: d.kernel,
+            layer: d.layer,
+            gpu_ms: *ms,
+            bytes: d.work.bytes,
+            flops: d.work.flops,
+        })
+        .collect();
+    Phase {
+        phase: name,
+        tokens,
+        context,
+        gpu_ms: t.gpu_layers_ms.unwrap_or(0.0) + t.gpu_head_ms.unwrap_or(0.0),
+        kernels_ms: dispatches.iter().map(|d| d.gpu_ms).sum(),
+        dispatch_count: dispatches.len(),
+        kernels: totals(&dispatches, micro),
+        dispatches,
+    }
+}
+
+fn totals(dispatches: &[Dispatch], micro: &Micro) -> Vec<KernelTotal> {
+    let mut totals: Vec<KernelTotal> = Vec::new();
+    for d in dispatches {
+        let at = match totals.iter().position(|t| t.kernel == d.kernel) {
+            Some(at) => at,
+            None => {
+                let zero = KernelTotal {
+                    kernel: d.kernel,
+                    count: 0,
+                    gpu_ms: 0.0,
+                    bytes: 0,
+                    flops: 0,
+                    gbps: 0.0,
+                    gflops: 0.0,
+                    copy_fraction: 0.0,
+                    fma_fraction: 0.0,
+                };
+                totals.push(zero);
+                totals.len() - 1
+            }
+        };
+        let t = &mut totals[at];
+        t.count += 1;
+        t.gpu_ms += d.gpu_ms;
+        t.bytes += d.bytes;
+        t.flops += d.flops;
+    }
+    for t in &mut totals {
+        if t.gpu_ms > 0.0 {
+            t.gbps = t.bytes as f64 / (t.gpu_ms * 1e6);
+            t.gflops = t.flops as f64 / (t.gpu_ms * 1e6);
+        }
+        t.copy_fraction = t.gbps / micro.copy_gbps;
+        t.fma_fraction = t.gflops / micro.fma_gflops;
+    }
+    totals.sort_by(|a, b| b.gpu_ms.total_cmp(&a.gpu_ms));
+    totals
+}
