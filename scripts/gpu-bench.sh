@@ -21,7 +21,7 @@ for n in 8 9 32; do
   ids=$(seq -s, 1 "$n")
   run 60 "logits-$n" logits --synthetic qwen2.5-0.5b --ids "$ids" --top-k 5
 done
-lengths=8,9,32,128,512,1024
+lengths=8,9,16,32,33,64,128,512,1024
 run 240 bench-0.5b bench --synthetic qwen2.5-0.5b --json --profile --lengths "$lengths" --batch-sizes 1,8,64 --repeats 3
 run 240 bench-1.5b bench --synthetic qwen2.5-1.5b --json --profile --lengths 128,1024 --batch-sizes 1,8 --repeats 3
 run 120 bench-0.5b-direct bench --synthetic qwen2.5-0.5b --json --kernels direct --lengths 32,128 --batch-sizes 1 --repeats 1

@@ -69,6 +69,9 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
         (7, 1536, 256),
         (130, 1536, 8960),
         (200, 70, 4100), // enough tiles for the 64 x 64 matmul, at odd sizes
+        (17, 64, 33),    // matvec in blocks of 8 token rows: 8 + 8 + 1
+        (32, 896, 4864), // the most rows matvec takes
+        (33, 896, 896),  // the fewest matmul takes when K allows matvec
     ];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for dtype in [Dtype::BF16, Dtype::F16, Dtype::F32] {

@@ -10,8 +10,11 @@ uniform!(
     LinearShape { k: u32, n: u32, n_offset: u32, out_cols: u32 }
 );
 
-/// Largest decode batch the matvec kernel takes (its accumulators are two vec4s).
-pub const MATVEC_MAX_ROWS: u32 = 8;
+/// Most token rows the matvec kernel serves (8 at a time, in its two vec4 accumulators). Up to
+/// here it beats matmul on a large GPU by reasoning, not yet by measurement: it spreads a layer
+/// over N / 8 workgroups (112 for an 896-wide output) where 32 x 32 matmul tiles make N / 32
+/// (28), and it reads the weights from memory once, then from cache for each block of 8 rows.
+pub const MATVEC_MAX_ROWS: u32 = 32;
 
 /// Below this many 64 x 64 tiles a matmul runs in 32 x 32 tiles (four times as many
 /// workgroups): a large GPU has over 100 compute units, each wanting a few workgroups.
