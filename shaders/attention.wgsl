@@ -15,30 +15,10 @@ struct Shape {
 @group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [M, heads * D]
 
-const WG: u32 = 64u;
 const BLOCK: u32 = 256u;
 var<workgroup> qs: array<f32, 256>;       // this head's query, pre-scaled by 1 / sqrt(D)
 var<workgroup> scores: array<f32, BLOCK>;
-var<workgroup> red: array<f32, WG>;
 var<workgroup> seen: u32;
-
-fn reduce(value: f32, tid: u32, is_max: bool) -> f32 {
-    red[tid] = value;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if tid < stride {
-            if is_max {
-                red[tid] = max(red[tid], red[tid + stride]);
-            } else {
-                red[tid] += red[tid + stride];
-            }
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
 
 // One workgroup per (head, token).
 @compute @workgroup_size(64)

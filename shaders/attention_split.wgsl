@@ -15,29 +15,10 @@ struct Shape {
 @group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;  // [M, heads, splits, D + 2]
 
-const CHUNK: u32 = 64u;  // keys per workgroup, one per thread
+const CHUNK: u32 = WG;  // keys per workgroup, one per thread (WG: workgroup_reduce.wgsl)
 var<workgroup> qs: array<f32, 256>;     // the query, pre-scaled by 1 / sqrt(D)
 var<workgroup> probs: array<f32, CHUNK>;
-var<workgroup> red: array<f32, CHUNK>;
 var<workgroup> seen: u32;
-
-fn reduce(value: f32, tid: u32, is_max: bool) -> f32 {
-    red[tid] = value;
-    workgroupBarrier();
-    for (var stride = CHUNK / 2u; stride > 0u; stride /= 2u) {
-        if tid < stride {
-            if is_max {
-                red[tid] = max(red[tid], red[tid + stride]);
-            } else {
-                red[tid] += red[tid + stride];
-            }
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
 
 // Workgroup (head, token, chunk).
 @compute @workgroup_size(64)

@@ -45,6 +45,9 @@ macro_rules! uniform {
 }
 pub(crate) use uniform;
 
+/// A workgroup-wide maximum or sum, shared by the attention kernels.
+const WORKGROUP_REDUCE: &str = include_str!("../../../shaders/workgroup_reduce.wgsl");
+
 /// linear.wgsl's bindings: tokens, shape, x, w, bias, y.
 const LINEAR_BINDINGS: &[Binding] = &[Uniform, Uniform, Read, Read, Read, ReadWrite];
 
@@ -56,9 +59,10 @@ pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR
 pub const LINEAR_DIRECT: KernelSpec = spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
 pub const ROPE: KernelSpec = spec!("rope", prelude: [], &[Uniform, Read, Read, ReadWrite]);
 pub const KV_WRITE: KernelSpec = spec!("kv_write", prelude: [], &[Uniform, Read, Read, Read, ReadWrite, ReadWrite]);
-pub const ATTENTION: KernelSpec = spec!("attention", prelude: [], &[Uniform, Read, Read, Read, Read, ReadWrite]);
+pub const ATTENTION: KernelSpec =
+    spec!("attention", prelude: [WORKGROUP_REDUCE], &[Uniform, Read, Read, Read, Read, ReadWrite]);
 pub const ATTENTION_SPLIT: KernelSpec =
-    spec!("attention_split", prelude: [], &[Uniform, Read, Read, Read, Read, ReadWrite]);
+    spec!("attention_split", prelude: [WORKGROUP_REDUCE], &[Uniform, Read, Read, Read, Read, ReadWrite]);
 pub const ATTENTION_COMBINE: KernelSpec = spec!("attention_combine", prelude: [], &[Uniform, Read, Read, ReadWrite]);
 pub const SILU_MUL: KernelSpec = spec!("silu_mul", prelude: [], &[Uniform, ReadWrite, Read]);
 pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", prelude: [], &[Uniform, Read, Read, ReadWrite]);
