@@ -62,8 +62,9 @@ pub struct Gpu {
     uncaptured: Arc<Mutex<Option<String>>>,
 }
 
-/// What every kernel of the engine needs, whatever the model.
-const MIN_WORKGROUP_STORAGE: u32 = 8192;
+// What every kernel of the engine needs, whatever the model.
+/// The largest workgroup memory, matmul's two 64-row tiles: 2 x 64 rows x 5 vec4 x 16 bytes.
+const MIN_WORKGROUP_STORAGE: u32 = 10_240;
 const MIN_INVOCATIONS: u32 = 256;
 const MIN_STORAGE_BUFFERS: u32 = 5;
 
