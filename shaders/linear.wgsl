@@ -9,7 +9,7 @@ struct Shape {
     out_cols: u32,   // row stride of y
 }
 struct Tokens {
-    m: u32,          // M: rows of x (all tokens of the batch; at most 8 for matvec)
+    m: u32,          // M: rows of x (all tokens of the batch)
 }
 override HAS_BIAS: bool = false;
 override ACCUMULATE: bool = false;  // y += result: fuses the residual add

@@ -391,7 +391,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
             backend: format!("{:?}", info.backend),
             timestamps: gpu.timestamps,
             max_binding_mib: gpu.max_binding >> 20,
-            kernels: if gpu.direct_kernels { "direct" } else { "tiled" },
+            kernels: gpu.kernel_family().name(),
         },
         model: ModelInfo {
             hidden_size: config.hidden_size,

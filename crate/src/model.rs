@@ -2,9 +2,11 @@
 //!
 //! One call runs a batch: any number of sequences, each appending its new tokens to its own KV
 //! slot. All tokens of all sequences form one `[M, hidden]` activation; linear layers run as a
-//! tiled matmul (prefill) or, for M <= 8, as a matvec that reads each weight once (decode).
-//! The whole forward is one command encoder and one submit; only what the caller asks for is
-//! read back: argmax ids, k choice logits, or (for tests and diagnostics) full logit rows.
+//! tiled matmul (prefill) or, for M <= 32, as a matvec that streams each weight once (decode,
+//! short prefills); see [`crate::ops::Linear`]. On CPU-like devices one barrier-free kernel
+//! serves both. The whole forward is one command encoder and one submit; only what the caller
+//! asks for is read back: argmax ids, k choice logits, or (for tests and diagnostics) full
+//! logit rows.
 //! Buffers, pipelines and bind groups are made once, in [`Model::new`].
 
 use std::rc::Rc;

@@ -43,7 +43,7 @@ pub struct Dispatch {
     pub flops: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct KernelTotal {
     pub kernel: &'static str,
     pub count: usize,
@@ -67,28 +67,25 @@ pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Res
         let ids: Vec<u32> = (0..length as u32).map(|i| (1 + i) % vocab).collect();
         let prefill = [Sequence { slot: 0, tokens: &ids }];
         let step = [Sequence { slot: 0, tokens: &[1] }];
-        // Unprofiled, then profiled, from the same state: prefill from an empty slot, and a
+        // Unprofiled, then profiled, from the same states: a prefill from an empty slot, then a
         // decode step from the slot holding the prompt.
         model.kv.reset(0);
-        let plain = model.forward(&prefill, Readout::ARGMAX).await?;
+        let plain_prefill = model.forward(&prefill, Readout::ARGMAX).await?;
+        let plain_step = model.forward(&step, Readout::ARGMAX).await?;
         model.kv.reset(0);
-        let profiled = profiled_forward(model, &prefill).await?;
-        phases.push(phase("prefill", length, 0, &plain, &profiled, micro));
-        let plain = model.forward(&step, Readout::ARGMAX).await?;
-        model.kv.reset(0);
-        model.forward(&prefill, Readout::ARGMAX).await?;
-        let profiled = profiled_forward(model, &step).await?;
-        phases.push(phase("decode", 1, length, &plain, &profiled, micro));
+        model.set_profiling(true)?;
+        let profiled = async {
+            let prefill = model.forward(&prefill, Readout::ARGMAX).await?;
+            Ok::<_, crate::Error>((prefill, model.forward(&step, Readout::ARGMAX).await?))
+        }
+        .await;
+        model.set_profiling(false)?;
+        let (profiled_prefill, profiled_step) = profiled?;
+        phases.push(phase("prefill", length, 0, &plain_prefill, &profiled_prefill, micro));
+        phases.push(phase("decode", 1, length, &plain_step, &profiled_step, micro));
     }
     model.kv.reset(0);
     Ok(Profile { phases })
-}
-
-async fn profiled_forward(model: &mut Model, batch: &[Sequence<'_>]) -> Result<ForwardOut> {
-    model.set_profiling(true)?;
-    let out = model.forward(batch, Readout::ARGMAX).await;
-    model.set_profiling(false)?;
-    out
 }
 
 fn phase(
@@ -129,18 +126,7 @@ fn totals(dispatches: &[Dispatch], micro: &Micro) -> Vec<KernelTotal> {
         let at = match totals.iter().position(|t| t.kernel == d.kernel) {
             Some(at) => at,
             None => {
-                let zero = KernelTotal {
-                    kernel: d.kernel,
-                    count: 0,
-                    gpu_ms: 0.0,
-                    bytes: 0,
-                    flops: 0,
-                    gbps: 0.0,
-                    gflops: 0.0,
-                    copy_fraction: 0.0,
-                    fma_fraction: 0.0,
-                };
-                totals.push(zero);
+                totals.push(KernelTotal { kernel: d.kernel, ..Default::default() });
                 totals.len() - 1
             }
         };

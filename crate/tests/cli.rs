@@ -180,4 +180,6 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             assert_eq!(totals as usize, dispatches.len());
         }
     }
+    let (ok, _, err) = onetoken(&["logits", "--model", &model, "--ids", "1", "--kernels", "fast"]);
+    assert!(!ok && err.contains("use tiled or direct"), "{err}");
 }

@@ -107,17 +107,13 @@ struct BenchArgs {
 struct DeviceArgs {
     /// Linear-layer kernels: tiled (GPUs) or direct (barrier-free, for CPU implementations such
     /// as lavapipe). Default: by device type.
-    #[arg(long, value_parser = ["tiled", "direct"])]
-    kernels: Option<String>,
+    #[arg(long, value_name = "tiled|direct")]
+    kernels: Option<KernelFamily>,
 }
 
 impl DeviceArgs {
     fn gpu(&self) -> Result<Rc<Gpu>> {
-        let kernels = match self.kernels.as_deref() {
-            Some(name) => Some(name.parse::<KernelFamily>()?),
-            None => None,
-        };
-        Ok(Rc::new(Gpu::new_blocking(GpuOptions { kernels, ..Default::default() })?))
+        Ok(Rc::new(Gpu::new_blocking(GpuOptions { kernels: self.kernels, ..Default::default() })?))
     }
 }
 

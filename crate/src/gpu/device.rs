@@ -29,6 +29,16 @@ pub enum KernelFamily {
     Direct,
 }
 
+impl KernelFamily {
+    /// The name the CLI takes and the bench reports: "tiled" or "direct".
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tiled => "tiled",
+            Self::Direct => "direct",
+        }
+    }
+}
+
 impl std::str::FromStr for KernelFamily {
     type Err = Error;
 
@@ -183,6 +193,11 @@ impl Gpu {
             )));
         }
         Ok(())
+    }
+
+    /// The linear-layer kernels this device runs.
+    pub fn kernel_family(&self) -> KernelFamily {
+        if self.direct_kernels { KernelFamily::Direct } else { KernelFamily::Tiled }
     }
 
     /// A short description: adapter name, backend, and the limits that matter here.

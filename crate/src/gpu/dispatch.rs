@@ -70,7 +70,7 @@ impl Profiler {
 
     /// Resolves the stamps of the recorded dispatches into the staging buffer.
     pub fn resolve(&self, encoder: &mut wgpu::CommandEncoder) {
-        let n = self.records.len() as u32;
+        let n = self.records.len().min(MAX_TIMED) as u32;
         if n > 0 {
             encoder.resolve_query_set(&self.set, 0..2 * n, &self.resolve, 0);
             encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.staging, 0, Some(16 * u64::from(n)));
@@ -82,7 +82,7 @@ impl Profiler {
     pub async fn read(&self, gpu: &Gpu) -> Result<Vec<(DispatchRecord, f64)>> {
         if self.records.len() > MAX_TIMED {
             return Err(Error::Input(format!(
-                "{} dispatches in one profiled call; the profiler times at most {MAX_TIMED}",
+                "{} dispatches in one profiled call; the profiler times at most {MAX_TIMED}, so this model cannot be profiled",
                 self.records.len()
             )));
         }
