@@ -2,6 +2,7 @@
 // Token t (at position pos in the sequence whose cache rows start at base) attends to cache rows
 // base + 0 ..= base + pos. Query head h reads kv head h / (heads / kv_heads). Keys are scanned in
 // blocks with an online softmax, so any length fits in a fixed amount of workgroup memory.
+// RoPE is applied to the query as it is read (rotary.wgsl); the cached keys have it already.
 struct Shape {
     heads: u32,      // query heads
     kv_heads: u32,
@@ -10,10 +11,11 @@ struct Shape {
 }
 @group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;     // [M]: (cache row base, position)
-@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, heads * D], RoPE applied
+@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, heads * D], before RoPE
 @group(0) @binding(3) var<storage, read> k_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [M, heads * D]
+@group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
 const BLOCK: u32 = 256u;
 var<workgroup> qs: array<f32, 256>;       // this head's query, pre-scaled by 1 / sqrt(D)
@@ -34,8 +36,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
     let len = workgroupUniformLoad(&seen);
     let scale = inverseSqrt(f32(d));
+    let q0 = (t * shape.heads + h) * d;
+    let pos = token_meta[t].y;
     for (var i = tid; i < d; i += WG) {
-        qs[i] = q[(t * shape.heads + h) * d + i] * scale;
+        qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
     }
     workgroupBarrier();
 

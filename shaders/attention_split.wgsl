@@ -10,10 +10,11 @@ struct Shape {
 }
 @group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
-@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, heads * D], RoPE applied
+@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, heads * D], before RoPE
 @group(0) @binding(3) var<storage, read> k_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;  // [M, heads, splits, D + 2]
+@group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
 const CHUNK: u32 = WG;  // keys per workgroup, one per thread (WG: workgroup_reduce.wgsl)
 var<workgroup> qs: array<f32, 256>;     // the query, pre-scaled by 1 / sqrt(D)
@@ -39,8 +40,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let base = token_meta[t].x + start;
     let n = min(CHUNK, len - start);
     let scale = inverseSqrt(f32(d));
+    let q0 = (t * shape.heads + h) * d;
+    let pos = token_meta[t].y;
     for (var i = tid; i < d; i += CHUNK) {
-        qs[i] = q[(t * shape.heads + h) * d + i] * scale;
+        qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
     }
     workgroupBarrier();
 

@@ -18,7 +18,7 @@ use crate::gpu::{DispatchRecord, Dispatcher, Gpu, GpuWeights, PassTimer, Profile
 use crate::kv_cache::KvCache;
 use crate::ops::{
     AttendedKeys, Attention, AttentionBuffers, AttentionDims, Embedding, GatherRows, KvWrite, Linear, LinearBuffers,
-    LmHeadRows, RmsNorm, Rope, SiluMul, TOP_K_MAX, TopK,
+    LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK,
 };
 
 /// Sizes fixed when the model is set up.
@@ -135,8 +135,6 @@ struct LayerOps {
     q_proj: Linear,
     k_proj: Linear,
     v_proj: Linear,
-    rope_q: Rope,
-    rope_k: Rope,
     kv_write: KvWrite,
     attention: Attention,
     o_proj: Linear,
@@ -256,15 +254,14 @@ impl Model {
                     v_cache,
                     out: &attn,
                     partial: &attention_partial,
+                    inv_freq: &inv_freq,
                 };
                 Ok(LayerOps {
                     input_layernorm: RmsNorm::new(g, &x, &w.input_layernorm, &normed, h, eps),
                     q_proj: lin(&normed, &w.q_proj, &q, false),
                     k_proj: lin(&normed, &w.k_proj, &k, false),
                     v_proj: lin(&normed, &w.v_proj, &vv, false),
-                    rope_q: Rope::new(g, &s.meta, &inv_freq, &q, c.num_attention_heads, c.head_dim()),
-                    rope_k: Rope::new(g, &s.meta, &inv_freq, &k, c.num_key_value_heads, c.head_dim()),
-                    kv_write: KvWrite::new(g, &s.meta, (&k, &vv), (k_cache, v_cache), kv),
+                    kv_write: KvWrite::new(g, &s.meta, &inv_freq, (&k, &vv), (k_cache, v_cache), (kv, c.head_dim())),
                     attention: Attention::new(g, attention, dims)?,
                     o_proj: lin(&attn, &w.o_proj, &x, true),
                     post_attention_layernorm: RmsNorm::new(g, &x, &w.post_attention_layernorm, &normed, h, eps),
@@ -545,13 +542,12 @@ fn encode_layers(d: &mut Dispatcher, embed_tokens: &Embedding, layers: &[LayerOp
     for (i, l) in layers.iter().enumerate() {
         d.set_layer(Some(i));
         // Attention block: x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))),
-        // n = input_layernorm(x); the new keys and values join the cache first.
+        // n = input_layernorm(x); the new keys and values join the cache first. RoPE is applied
+        // as kv_write reads the keys and as attention reads the queries.
         l.input_layernorm.encode(d, m);
         l.q_proj.encode(d, m);
         l.k_proj.encode(d, m);
         l.v_proj.encode(d, m);
-        l.rope_q.encode(d, m);
-        l.rope_k.encode(d, m);
         l.kv_write.encode(d, m);
         l.attention.encode(d, m, plan.keys);
         l.o_proj.encode(d, m);

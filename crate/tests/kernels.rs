@@ -163,25 +163,39 @@ fn meta(positions: &[(u32, u32)]) -> Vec<u32> {
     positions.iter().flat_map(|&(b, p)| [b, p]).collect()
 }
 
+/// The keys with RoPE applied at each token's position (CPU reference).
+fn roped(x: &[f32], width: usize, d: usize, positions: &[u32]) -> Vec<f32> {
+    let mut out = Vec::new();
+    for (row, &p) in x.chunks_exact(width).zip(positions) {
+        let mut row = row.to_vec();
+        reference::rope(&mut row, width, d, p as usize, 1e6);
+        out.extend(row);
+    }
+    out
+}
+
 #[test]
-fn rope_matches_reference_at_any_position() {
+fn kv_write_applies_rope_to_keys_at_any_position() {
     let gpu = gpu();
-    for (heads, d) in [(14, 64), (2, 64), (12, 128), (3, 6)] {
+    // Key widths of Qwen2.5-0.5B (2 x 64) and 1.5B (2 x 128), and odd ones.
+    for (kv_heads, d) in [(2, 64), (2, 128), (3, 6), (1, 16)] {
         let positions = [0u32, 1, 5, 1000, 31_999];
-        let width = heads * d;
-        let x = seeded(9, positions.len() * width, 1.0);
-        let mut want = Vec::new();
-        for (t, &p) in positions.iter().enumerate() {
-            let mut row = x[t * width..(t + 1) * width].to_vec();
-            reference::rope(&mut row, width, d, p as usize, 1e6);
-            want.extend(row);
-        }
+        let kv_dim = kv_heads * d;
+        let rows = 32_000;
+        let (k, v) = (seeded(9, positions.len() * kv_dim, 1.0), seeded(10, positions.len() * kv_dim, 1.0));
         let m = meta(&positions.map(|p| (0, p)));
-        let (mb, xb) = (u32s(&gpu, "meta", &m), gpu.storage_from("x", &x));
+        let (mb, kb, vb) = (u32s(&gpu, "meta", &m), gpu.storage_from("k", &k), gpu.storage_from("v", &v));
+        let (kcb, vcb) = (gpu.storage("kc", (rows * kv_dim * 4) as u64), gpu.storage("vc", (rows * kv_dim * 4) as u64));
         let freq = gpu.storage_from("inv_freq", &onetoken::config::rope_inv_freq(d, 1e6));
-        let op = ops::Rope::new(&gpu, &mb, &freq, &xb, heads, d);
+        let op = ops::KvWrite::new(&gpu, &mb, &freq, (&kb, &vb), (&kcb, &vcb), (kv_dim, d));
         run(&gpu, |p| op.encode(p, positions.len() as u32));
-        assert_close(&read(&gpu, &xb, x.len()), &want, 1e-5, 1e-5, &format!("rope {heads}x{d}"));
+        let (kc, vc) = (read(&gpu, &kcb, rows * kv_dim), read(&gpu, &vcb, rows * kv_dim));
+        let at = |cache: &[f32]| -> Vec<f32> {
+            positions.iter().flat_map(|&p| cache[p as usize * kv_dim..][..kv_dim].to_vec()).collect()
+        };
+        let what = format!("kv_write rope {kv_heads}x{d}");
+        assert_close(&at(&kc), &roped(&k, kv_dim, d, &positions), 1e-5, 1e-5, &what);
+        assert_close(&at(&vc), &v, 0.0, 0.0, "kv_write values");
     }
 }
 
@@ -209,31 +223,43 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
         let k_new = seeded(14, m * kv_dim, 1.0);
         let v_new = seeded(15, m * kv_dim, 1.0);
 
-        // CPU: write the new rows, then attend per sequence.
+        // CPU: RoPE on the new queries and keys, write the new rows, then attend per sequence.
+        // (The GPU takes q and k before RoPE: kv_write and attention apply it as they read.)
+        let positions = new.map(|(_, p)| p);
+        let (q_roped, k_roped) = (roped(&q, heads * d, d, &positions), roped(&k_new, kv_dim, d, &positions));
         let (mut kc, mut vc) = (k_cache.clone(), v_cache.clone());
         for (t, &(base, pos)) in new.iter().enumerate() {
             let row = (base + pos) as usize;
-            kc[row * kv_dim..][..kv_dim].copy_from_slice(&k_new[t * kv_dim..][..kv_dim]);
+            kc[row * kv_dim..][..kv_dim].copy_from_slice(&k_roped[t * kv_dim..][..kv_dim]);
             vc[row * kv_dim..][..kv_dim].copy_from_slice(&v_new[t * kv_dim..][..kv_dim]);
         }
         let w = heads * d;
-        let mut want = reference::attention(&q[..3 * w], &kc[..a_len * kv_dim], &vc[..a_len * kv_dim], &config, 300);
+        let mut want =
+            reference::attention(&q_roped[..3 * w], &kc[..a_len * kv_dim], &vc[..a_len * kv_dim], &config, 300);
         let b_rows = &kc[b_base * kv_dim..(b_base + 2) * kv_dim];
         let b_vals = &vc[b_base * kv_dim..(b_base + 2) * kv_dim];
-        want.extend(reference::attention(&q[3 * w..], b_rows, b_vals, &config, 0));
+        want.extend(reference::attention(&q_roped[3 * w..], b_rows, b_vals, &config, 0));
 
         let mb = u32s(&gpu, "meta", &meta(&new));
         let (qb, kb, vb) = (gpu.storage_from("q", &q), gpu.storage_from("k", &k_new), gpu.storage_from("v", &v_new));
         let (kcb, vcb) = (gpu.storage_from("kc", &k_cache), gpu.storage_from("vc", &v_cache));
         let out = gpu.storage("out", (m * w * 4) as u64);
-        let write = ops::KvWrite::new(&gpu, &mb, (&kb, &vb), (&kcb, &vcb), kv_dim);
+        let freq = gpu.storage_from("inv_freq", &onetoken::config::rope_inv_freq(d, 1e6));
+        let write = ops::KvWrite::new(&gpu, &mb, &freq, (&kb, &vb), (&kcb, &vcb), (kv_dim, d));
         let dims = ops::AttentionDims { heads, kv_heads, head_dim: d, capacity: rows };
         let partial = gpu.storage("partial", dims.partial_bytes());
-        let io =
-            ops::AttentionBuffers { meta: &mb, q: &qb, k_cache: &kcb, v_cache: &vcb, out: &out, partial: &partial };
+        let io = ops::AttentionBuffers {
+            meta: &mb,
+            q: &qb,
+            k_cache: &kcb,
+            v_cache: &vcb,
+            out: &out,
+            partial: &partial,
+            inv_freq: &freq,
+        };
         let attn = ops::Attention::new(&gpu, io, dims).unwrap();
         run(&gpu, |p| write.encode(p, m as u32));
-        assert_close(&read(&gpu, &kcb, rows * kv_dim), &kc, 0.0, 0.0, "kv_write keys");
+        assert_close(&read(&gpu, &kcb, rows * kv_dim), &kc, 1e-5, 1e-5, "kv_write keys (RoPE applied)");
         assert_close(&read(&gpu, &vcb, rows * kv_dim), &vc, 0.0, 0.0, "kv_write values");
         // Both paths on the same batch: one workgroup per (head, token), and split keys.
         for path in [ops::AttentionPath::Whole, ops::AttentionPath::Split] {

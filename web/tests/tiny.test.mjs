@@ -103,7 +103,8 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
   assert.deepEqual(phases.map((p) => [p.phase, p.tokens, p.context]), [['prefill', 20, 0], ['decode', 1, 20]]);
   for (const p of phases) {
     assert.equal(p.dispatches.length, p.dispatch_count);
-    assert.ok(p.dispatch_count >= 30, `${p.dispatch_count} dispatches`);
+    // Embedding, 2 layers x 12, gather, norm, LM head, top-k (SwiftShader: the direct kernels).
+    assert.equal(p.dispatch_count, 29);
     for (const d of p.dispatches) {
       assert.ok(d.kernel && typeof d.gpu_ms === 'number' && d.bytes >= 0 && d.flops >= 0, JSON.stringify(d));
     }

@@ -76,7 +76,8 @@ pub struct Gpu {
 /// The largest workgroup memory, matmul's two 64-row tiles: 2 x 64 rows x 5 vec4 x 16 bytes.
 const MIN_WORKGROUP_STORAGE: u32 = 10_240;
 const MIN_INVOCATIONS: u32 = 256;
-const MIN_STORAGE_BUFFERS: u32 = 5;
+/// kv_write and attention bind six storage buffers.
+const MIN_STORAGE_BUFFERS: u32 = 6;
 
 impl Gpu {
     /// Opens the default high-performance adapter with its own limits.

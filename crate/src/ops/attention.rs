@@ -1,18 +1,15 @@
-//! The attention block's kernels: rotary embedding, the KV-cache write and copy, attention.
+//! The attention block's kernels: the KV-cache write and copy, and attention. RoPE has no kernel
+//! of its own: kv_write applies it to the keys and attention to the queries (rotary.wgsl).
 
 use std::rc::Rc;
 
-use super::{ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass, ROPE, div_up, uniform, work};
+use super::{ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass, div_up, uniform, work};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Kernel};
 
 uniform!(
-    /// rope.wgsl's `Shape`.
-    RopeShape { heads: u32, head_dim: u32, _pad0: u32, _pad1: u32 }
-);
-uniform!(
     /// kv_write.wgsl's `Shape`.
-    KvWriteShape { kv_dim: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
+    KvWriteShape { kv_dim: u32, head_dim: u32, _pad0: u32, _pad1: u32 }
 );
 uniform!(
     /// The `Shape` of attention.wgsl, attention_split.wgsl and attention_combine.wgsl.
@@ -23,36 +20,8 @@ uniform!(
     KvCopyShape { src: u32, dst: u32, rows: u32, kv_dim: u32 }
 );
 
-/// Rotary embedding in place — x: [M, heads * D]; meta: [M] (cache base, position);
-/// inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
-pub struct Rope {
-    kernel: Rc<Kernel>,
-    group: wgpu::BindGroup,
-    threads: usize,
-}
-
-impl Rope {
-    pub fn new(
-        gpu: &Gpu,
-        meta: &wgpu::Buffer,
-        inv_freq: &wgpu::Buffer,
-        x: &wgpu::Buffer,
-        heads: usize,
-        head_dim: usize,
-    ) -> Self {
-        let kernel = gpu.kernel(&ROPE, &[]);
-        let shape = RopeShape { heads: heads as u32, head_dim: head_dim as u32, _pad0: 0, _pad1: 0 };
-        let group = gpu.bind(&kernel, &[&gpu.uniform("rope", &shape), meta, inv_freq, x]);
-        Self { kernel, group, threads: heads * head_dim / 2 }
-    }
-
-    pub fn encode(&self, pass: &mut Pass, m: u32) {
-        let values = m as usize * self.threads * 2;
-        pass.dispatch(&self.kernel, &self.group, (div_up(self.threads, 64), m, 1), work(values * 8, values * 3));
-    }
-}
-
-/// Appends keys and values to the cache — k, v: [M, kv_dim]; caches: [rows, kv_dim].
+/// Appends keys (RoPE applied on the way) and values to the cache — k, v: [M, kv_dim];
+/// caches: [rows, kv_dim]; inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
 pub struct KvWrite {
     kernel: Rc<Kernel>,
     group: wgpu::BindGroup,
@@ -64,19 +33,21 @@ impl KvWrite {
     pub fn new(
         gpu: &Gpu,
         meta: &wgpu::Buffer,
+        inv_freq: &wgpu::Buffer,
         new: (&wgpu::Buffer, &wgpu::Buffer),
         cache: (&wgpu::Buffer, &wgpu::Buffer),
-        kv_dim: usize,
+        (kv_dim, head_dim): (usize, usize),
     ) -> Self {
         let kernel = gpu.kernel(&KV_WRITE, &[]);
-        let shape = gpu.uniform("kv_write", &KvWriteShape { kv_dim: kv_dim as u32, _pad0: 0, _pad1: 0, _pad2: 0 });
-        let group = gpu.bind(&kernel, &[&shape, meta, new.0, new.1, cache.0, cache.1]);
+        let shape = KvWriteShape { kv_dim: kv_dim as u32, head_dim: head_dim as u32, _pad0: 0, _pad1: 0 };
+        let shape = gpu.uniform("kv_write", &shape);
+        let group = gpu.bind(&kernel, &[&shape, meta, new.0, new.1, cache.0, cache.1, inv_freq]);
         Self { kernel, group, kv_dim }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         let values = m as usize * self.kv_dim;
-        pass.dispatch(&self.kernel, &self.group, (div_up(self.kv_dim, 64), m, 1), work(values * 16, 0));
+        pass.dispatch(&self.kernel, &self.group, (div_up(self.kv_dim, 64), m, 1), work(values * 20, values * 3));
     }
 }
 
@@ -121,8 +92,9 @@ impl AttentionDims {
     }
 }
 
-/// Attention's buffers: meta [M] (cache base, position); q, out: [M, heads * D]; caches:
-/// [rows, kv_heads * D]; partial: [`AttentionDims::partial_bytes`] of scratch.
+/// Attention's buffers: meta [M] (cache base, position); q (before RoPE), out: [M, heads * D];
+/// caches: [rows, kv_heads * D]; partial: [`AttentionDims::partial_bytes`] of scratch;
+/// inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
 pub struct AttentionBuffers<'a> {
     pub meta: &'a wgpu::Buffer,
     pub q: &'a wgpu::Buffer,
@@ -130,6 +102,7 @@ pub struct AttentionBuffers<'a> {
     pub v_cache: &'a wgpu::Buffer,
     pub out: &'a wgpu::Buffer,
     pub partial: &'a wgpu::Buffer,
+    pub inv_freq: &'a wgpu::Buffer,
 }
 
 /// Causal GQA attention over the cache. Prefill: one workgroup per (head, token) walks the
@@ -168,8 +141,8 @@ impl Attention {
             (kernel, group)
         };
         Ok(Self {
-            whole: with(&ATTENTION, &[&shape, io.meta, io.q, io.k_cache, io.v_cache, io.out]),
-            split: with(&ATTENTION_SPLIT, &[&shape, io.meta, io.q, io.k_cache, io.v_cache, io.partial]),
+            whole: with(&ATTENTION, &[&shape, io.meta, io.q, io.k_cache, io.v_cache, io.out, io.inv_freq]),
+            split: with(&ATTENTION_SPLIT, &[&shape, io.meta, io.q, io.k_cache, io.v_cache, io.partial, io.inv_freq]),
             combine: with(&ATTENTION_COMBINE, &[&shape, io.meta, io.partial, io.out]),
             heads: dims.heads as u32,
             dims,

@@ -10,7 +10,7 @@ mod rows;
 
 pub use attention::{
     ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
-    Rope, kv_copy,
+    kv_copy,
 };
 pub use linear::{Linear, LinearBuffers, MATVEC_MAX_ROWS};
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK, fill_synthetic};
@@ -45,6 +45,9 @@ macro_rules! uniform {
 }
 pub(crate) use uniform;
 
+/// RoPE applied as a kernel reads keys or queries.
+const ROTARY: &str = include_str!("../../../shaders/rotary.wgsl");
+
 /// A workgroup-wide maximum or sum, shared by the attention kernels.
 const WORKGROUP_REDUCE: &str = include_str!("../../../shaders/workgroup_reduce.wgsl");
 
@@ -57,12 +60,15 @@ pub const RMS_NORM: KernelSpec = spec!("rms_norm", prelude: [], &[Uniform, Read,
 pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
 pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
 pub const LINEAR_DIRECT: KernelSpec = spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
-pub const ROPE: KernelSpec = spec!("rope", prelude: [], &[Uniform, Read, Read, ReadWrite]);
-pub const KV_WRITE: KernelSpec = spec!("kv_write", prelude: [], &[Uniform, Read, Read, Read, ReadWrite, ReadWrite]);
+pub const KV_WRITE: KernelSpec =
+    spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, Read, ReadWrite, ReadWrite, Read]);
 pub const ATTENTION: KernelSpec =
-    spec!("attention", prelude: [WORKGROUP_REDUCE], &[Uniform, Read, Read, Read, Read, ReadWrite]);
-pub const ATTENTION_SPLIT: KernelSpec =
-    spec!("attention_split", prelude: [WORKGROUP_REDUCE], &[Uniform, Read, Read, Read, Read, ReadWrite]);
+    spec!("attention", prelude: [ROTARY, WORKGROUP_REDUCE], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
+pub const ATTENTION_SPLIT: KernelSpec = spec!(
+    "attention_split",
+    prelude: [ROTARY, WORKGROUP_REDUCE],
+    &[Uniform, Read, Read, Read, Read, ReadWrite, Read]
+);
 pub const ATTENTION_COMBINE: KernelSpec = spec!("attention_combine", prelude: [], &[Uniform, Read, Read, ReadWrite]);
 pub const SILU_MUL: KernelSpec = spec!("silu_mul", prelude: [], &[Uniform, ReadWrite, Read]);
 pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", prelude: [], &[Uniform, Read, Read, ReadWrite]);
