@@ -7,7 +7,7 @@ struct Shape {
     _pad2: u32,
 }
 @group(0) @binding(0) var<uniform> shape: Shape;
-@group(0) @binding(1) var<storage, read> which: array<u32>;        // [R]: token index of each row
+@group(0) @binding(1) var<storage, read> token_rows: array<u32>;   // [R]: token index of each read-out row
 @group(0) @binding(2) var<storage, read> x: array<f32>;            // [M, hidden]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;    // [R, hidden]
 
@@ -19,5 +19,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if c >= shape.cols {
         return;
     }
-    out[r * shape.cols + c] = x[which[r] * shape.cols + c];
+    out[r * shape.cols + c] = x[token_rows[r] * shape.cols + c];
 }

@@ -10,12 +10,12 @@ export class EngineClient {
       if (!call) return;
       if ('progress' in data) return call.onProgress?.(data.progress);
       this.pending.delete(data.id);
-      if ('error' in data) call.reject(new Error(data.error));
+      if ('error' in data) call.reject(Object.assign(new Error(data.error), { code: data.code }));
       else call.resolve(data.result);
     };
     this.worker.onerror = (e) => {
       // A worker that failed to start (or crashed): fail every pending call with the reason.
-      const error = new Error(e.message || 'the engine worker stopped');
+      const error = Object.assign(new Error(e.message || 'the engine worker stopped'), { code: 'worker_stopped' });
       for (const call of this.pending.values()) call.reject(error);
       this.pending.clear();
     };

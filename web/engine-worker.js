@@ -1,7 +1,9 @@
 // The engine runs here, off the page's main thread, so the UI never freezes. Messages in:
 // {id, cmd, args}; messages out: {id, progress} any number of times, then {id, result} or
-// {id, error}. Commands: init, load, judge, batch, bench, logits, tokenize, caches, clearCaches.
-import init, { WebEngine, WebGpu } from './pkg/onetoken.js';
+// {id, error, code}: `code` names the kind of error (the library's Error::code, or no_webgpu),
+// so callers never parse messages. Commands: init, load, judge, batch, bench, logits, tokenize,
+// caches, clearCaches.
+import init, { WebEngine, WebGpu, defaultPrefix } from './pkg/onetoken.js';
 import { clearModelCaches, listModelCaches, loadModel } from './models.js';
 
 let gpu = null;
@@ -25,6 +27,11 @@ async function adapterInfo() {
   };
 }
 
+/** An Error with a `code`, like the ones the wasm module throws. */
+function coded(code, message) {
+  return Object.assign(new Error(message), { code });
+}
+
 function need(what) {
   if (!what) throw new Error('no model is loaded yet');
   return what;
@@ -34,11 +41,11 @@ const COMMANDS = {
   async init() {
     await init();
     if (!navigator.gpu) {
-      throw new Error('NO_WEBGPU');
+      throw coded('no_webgpu', 'this browser has no WebGPU (navigator.gpu)');
     }
     const adapter = await adapterInfo();
     gpu = await WebGpu.open(adapter.cpuLike);
-    return { gpu: JSON.parse(gpu.info()), adapter };
+    return { gpu: JSON.parse(gpu.info()), adapter, defaultPrefix: defaultPrefix() };
   },
 
   async load({ source }, progress) {
@@ -83,16 +90,16 @@ const COMMANDS = {
 
 self.onmessage = async ({ data: { id, cmd, args = {} } }) => {
   const command = COMMANDS[cmd];
-  if (!command) return post({ id, error: `unknown command ${cmd}` });
+  if (!command) return post({ id, error: `unknown command ${cmd}`, code: 'usage' });
   try {
     post({ id, result: await command(args, (progress) => post({ id, progress })) });
   } catch (e) {
-    const message = e?.message ?? String(e);
-    // A lost device leaves the engine unusable: say so, so the page can offer a reload.
-    if (/device was lost/i.test(message)) {
+    const code = e?.code ?? 'internal';
+    // A lost device leaves the engine unusable: drop it; the page offers a reload.
+    if (code === 'device_lost') {
       engine = null;
       model = null;
     }
-    post({ id, error: message });
+    post({ id, error: e?.message ?? String(e), code });
   }
 };

@@ -98,11 +98,16 @@ function currentRequest() {
 // ---- Status and errors ----------------------------------------------------------------
 function showError(e) {
   const message = e?.message ?? String(e);
-  const lost = /device was lost/i.test(message);
-  $('error-text').textContent = message === 'NO_WEBGPU' ? t().noWebgpu : lost ? `${t().deviceLost} (${message})` : message;
+  const lost = e?.code === 'device_lost';
+  $('error-text').textContent = noWebgpu(e) ? t().noWebgpu : lost ? `${t().deviceLost} (${message})` : message;
   $('reload').hidden = !lost;
   $('error').hidden = false;
   postHeight();
+}
+
+/** Whether `e` says there is no WebGPU at all (no API, or no adapter behind it). */
+function noWebgpu(e) {
+  return e?.code === 'no_webgpu' || e?.code === 'no_adapter';
 }
 
 function clearError() {
@@ -344,7 +349,7 @@ function presetFromUrl() {
   const preset = lang === 'ko' ? 'koColors' : 'colors';
   applyPreset(preset);
   $('preset').value = preset;
-  $('prefix').value = params.get('prefix') ?? '{"choice": "';
+  if (params.has('prefix')) $('prefix').value = params.get('prefix');
   if (params.has('system')) $('system').value = params.get('system');
   if (params.has('doc')) $('document').value = params.get('doc');
   if (params.has('q')) $('question').value = params.get('q');
@@ -359,11 +364,12 @@ async function start() {
   presetFromUrl();
   $('gpu-info').textContent = t().gpuChecking;
   if ('serviceWorker' in navigator) navigator.serviceWorker.register('./sw.js').catch(() => {});
-  const { gpu, adapter } = await client.call('init').catch((e) => {
-    $('gpu-info').textContent = e.message === 'NO_WEBGPU' ? t().noWebgpu : e.message;
+  const { gpu, adapter, defaultPrefix } = await client.call('init').catch((e) => {
+    $('gpu-info').textContent = noWebgpu(e) ? t().noWebgpu : e.message;
     showError(e);
     throw e;
   });
+  if (!params.has('prefix')) $('prefix').value = defaultPrefix;
   const features = adapter.features.includes('shader-f16') ? 'shader-f16' : 'no shader-f16';
   $('gpu-info').textContent = `${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' ') || gpu.name} · ${features} · timestamp-query ${gpu.timestamps ? '✓' : '✗'} · max binding ${(gpu.max_binding / 2 ** 20).toFixed(0)} MiB`;
   await listFolders();

@@ -42,13 +42,13 @@ async function fetchFile(url, { optional = false, useCache = true } = {}) {
   try {
     res = await fetch(url);
   } catch (e) {
-    throw new Error(`${url}: download failed (${e.message}); check the address or the network and retry`);
+    throw coded('download', `${url}: download failed (${e.message}); check the address or the network and retry`);
   }
   if (res.status === 404 && optional) {
     await cache?.put(url, new Response('', { headers: { 'x-onetoken-absent': '1' } })).catch(() => {});
     return null;
   }
-  if (!res.ok) throw new Error(`${url}: HTTP ${res.status} ${res.statusText}`);
+  if (!res.ok) throw coded('download', `${url}: HTTP ${res.status} ${res.statusText}`);
   const length = Number(res.headers.get('content-length')) || null;
   let body = res.body;
   if (cache) {
@@ -59,6 +59,11 @@ async function fetchFile(url, { optional = false, useCache = true } = {}) {
       .catch((e) => console.warn(`onetoken: ${url} not cached (${e.name === 'QuotaExceededError' ? 'storage quota exceeded' : e.message})`));
   }
   return { body, length, cached: false, url };
+}
+
+/** An Error with a `code` (as the wasm module's errors carry), so callers never parse messages. */
+function coded(code, message) {
+  return Object.assign(new Error(message), { code });
 }
 
 /** Reads a whole (small) file's bytes. */
@@ -78,9 +83,9 @@ async function streamInto(loader, file, onBytes) {
     try {
       chunk = await reader.read();
     } catch (e) {
-      if (!file.url || ++attempt > 3) throw new Error(`${file.url ?? 'file'}: download interrupted after ${(received / 1e6).toFixed(1)} MB (${e.message}); press load to retry`);
+      if (!file.url || ++attempt > 3) throw coded('download', `${file.url ?? 'file'}: download interrupted after ${(received / 1e6).toFixed(1)} MB (${e.message}); press load to retry`);
       const res = await fetch(file.url, { headers: { Range: `bytes=${received}-` } }).catch(() => null);
-      if (res?.status !== 206) throw new Error(`${file.url}: download interrupted after ${(received / 1e6).toFixed(1)} MB and the server does not allow resuming; press load to retry`);
+      if (res?.status !== 206) throw coded('download', `${file.url}: download interrupted after ${(received / 1e6).toFixed(1)} MB and the server does not allow resuming; press load to retry`);
       reader = res.body.getReader();
       continue;
     }
@@ -99,7 +104,7 @@ function opener(source) {
       const f = byName.get(name);
       if (!f) {
         if (optional) return null;
-        throw new Error(`${name} is missing: choose config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)`);
+        throw coded('input', `${name} is missing: choose config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)`);
       }
       return { body: f.stream(), length: f.size, cached: false, url: null };
     };

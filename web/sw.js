@@ -1,9 +1,9 @@
 // Offline support: the page's own files are kept in Cache Storage on first visit and served
 // from there when the network is gone (network first, so updates arrive when online). Model
 // files have their own cache, written by the engine worker (models.js).
-const SHELL = 'onetoken-page-v1';
+const SHELL = 'onetoken-page-v2';
 const FILES = [
-  './', './index.html', './style.css', './main.js', './charts.js', './engine-client.js', './engine-worker.js',
+  './', './index.html', './style.css', './main.js', './charts.js', './svg.js', './engine-client.js', './engine-worker.js',
   './models.js', './presets.js', './i18n/en.js', './i18n/ko.js', './pkg/onetoken.js', './pkg/onetoken_bg.wasm',
   './pkg/assets/qwen2.5/tokenizer.json', './pkg/assets/qwen2.5/tokenizer_config.json', './pkg/assets/qwen2.5/config.json',
 ];

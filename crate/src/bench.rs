@@ -3,7 +3,7 @@
 //! judgments, and two microbenchmarks (copy bandwidth, FMA throughput) for the roofline.
 //! Ratios are always taken between figures of the same run.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
 use crate::config::Qwen2Config;
@@ -15,8 +15,9 @@ use crate::judge::{Engine, JudgeRequest, Judgment, Strategy};
 use crate::model::ModelOptions;
 use crate::profile::Profile;
 
-/// What to measure.
-#[derive(Debug, Clone)]
+/// What to measure. Deserialised from the page's options, every field optional.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BenchOptions {
     /// Prompt lengths (tokens, response prefix included) of the sweep.
     pub lengths: Vec<usize>,
@@ -93,7 +94,7 @@ pub struct Micro {
 /// One strategy at one prompt length (medians over repeats).
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
-    pub strategy: &'static str,
+    pub strategy: Strategy,
     pub prompt_tokens: usize,
     pub decode_steps: usize,
     pub prefill_ms: f64,
@@ -113,9 +114,10 @@ pub struct SweepRow {
     /// Total time of A over B (choice head), and over B with the full head.
     pub speedup: f64,
     pub speedup_full_head: f64,
-    /// The cost model's A and B at these lengths.
+    /// The cost model's A and B at these lengths, and the speed-up they predict.
     pub predicted_a_ms: f64,
     pub predicted_b_ms: f64,
+    pub predicted_speedup: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -244,11 +246,12 @@ const SENTENCES: [&str; 4] = [
 pub fn document(engine: &Engine, tokens: usize) -> Result<String> {
     let mut text = String::new();
     let mut i = 0;
-    while engine.tokenizer.encode(&text)?.len() < tokens {
+    let tok = engine.tokenizer();
+    while tok.encode(&text)?.len() < tokens {
         text.push_str(SENTENCES[i % SENTENCES.len()]);
         i += 1;
     }
-    while engine.tokenizer.encode(&text)?.len() > tokens {
+    while tok.encode(&text)?.len() > tokens {
         match text.trim_end().rfind(' ') {
             Some(cut) => text.truncate(cut + 1),
             None => break,
@@ -266,10 +269,8 @@ pub fn request_of_length(engine: &Engine, tokens: usize) -> Result<JudgeRequest>
         prefix: None,
     };
     let empty = base("");
-    let overhead = engine
-        .tokenizer
-        .encode(&engine.tokenizer.chat_prompt(empty.system.as_deref(), &empty.user, empty.prefix())?)?
-        .len();
+    let tok = engine.tokenizer();
+    let overhead = tok.encode(&tok.chat_prompt(empty.system.as_deref(), &empty.user, empty.prefix())?)?.len();
     let doc = document(engine, tokens.saturating_sub(overhead))?;
     Ok(base(&doc))
 }
@@ -297,10 +298,12 @@ async fn median_run(engine: &mut Engine, req: &JudgeRequest, strategy: Strategy,
     Ok(runs.swap_remove(runs.len() / 2))
 }
 
-/// The whole benchmark. `progress` hears a line per step (the page shows it).
+/// The whole benchmark, on an engine it sizes for `options` first. `progress` hears a line
+/// per step (the page shows it).
 pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
-    let gpu = engine.model.gpu.clone();
-    let config = engine.model.config.clone();
+    let gpu = engine.model().gpu().clone();
+    let config = engine.model().config().clone();
+    engine.model_mut().grow_to(options.model_options(&config, &gpu))?;
     progress("microbenchmarks: copy bandwidth and FMA throughput");
     let micro = microbenchmarks(&gpu).await?;
     let warm = request_of_length(engine, 32)?;
@@ -327,6 +330,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
             b_full_head: point(&bf),
             predicted_a_ms: 0.0,
             predicted_b_ms: 0.0,
+            predicted_speedup: 0.0,
         });
     }
     let decode_ms = median(&decode_steps_ms);
@@ -335,6 +339,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         for row in &mut sweep {
             row.predicted_a_ms = m.predict(row.a.prompt_tokens as f64, row.a.decode_steps as f64);
             row.predicted_b_ms = m.predict(row.b_full_head.prompt_tokens as f64, 0.0);
+            row.predicted_speedup = row.predicted_a_ms / row.predicted_b_ms;
         }
     }
 
@@ -372,12 +377,12 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
 
     let profile = if options.profile {
         progress("profile: one prefill and one decode step per length, kernel by kernel");
-        Some(crate::profile::profile(&mut engine.model, &options.lengths, &micro).await?)
+        Some(crate::profile::profile(engine.model_mut(), &options.lengths, &micro).await?)
     } else {
         None
     };
 
-    let decode_bytes = engine.model.weights.decode_bytes();
+    let decode_bytes = engine.model().weights().decode_bytes();
     let decode_gbps = if decode_ms > 0.0 { decode_bytes as f64 / (decode_ms * 1e6) } else { 0.0 };
     let longest = sweep.last();
     let (prefill_tokens, prefill_ms) =
@@ -398,7 +403,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
             layers: config.num_hidden_layers,
             parameters: config.parameter_count(),
             decode_bytes,
-            synthetic: engine.model.weights.synthetic,
+            synthetic: engine.model().weights().synthetic,
         },
         roofline: Roofline {
             decode_gbps,

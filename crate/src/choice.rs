@@ -132,7 +132,7 @@ impl ConstrainedPick {
     /// ties go to the first listed choice) and keeps only the choices that have it.
     pub fn step(&mut self, set: &ChoiceSet, logits: &[f32]) -> u32 {
         let allowed = self.allowed(set);
-        let best = first_argmax(&logits[..allowed.len()]);
+        let best = argmax(&logits[..allowed.len()]);
         let token = allowed[best];
         let depth = self.picked.len();
         self.alive.retain(|&c| set.sequences[c].get(depth) == Some(&token));
@@ -158,7 +158,7 @@ pub fn fork_logits(set: &ChoiceSet, depth: usize, allowed: &[u32], logits: &[f32
 }
 
 /// Index of the largest value; the earliest wins ties.
-pub fn first_argmax(x: &[f32]) -> usize {
+pub fn argmax(x: &[f32]) -> usize {
     let mut best = 0;
     for (i, v) in x.iter().enumerate() {
         if *v > x[best] {

@@ -61,6 +61,14 @@ fn default_act() -> String {
 }
 
 impl Qwen2Config {
+    /// Reads `config.json` from a model folder.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load(dir: &std::path::Path) -> Result<Self> {
+        let path = dir.join("config.json");
+        let bytes = std::fs::read(&path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
+        Self::from_json(&bytes)
+    }
+
     /// Parses and validates `config.json` bytes.
     pub fn from_json(bytes: &[u8]) -> Result<Self> {
         let config: Self = serde_json::from_slice(bytes).map_err(|e| Error::Config(e.to_string()))?;

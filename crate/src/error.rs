@@ -38,6 +38,16 @@ pub enum Error {
     #[error("GPU: {0}")]
     Gpu(String),
 
+    #[error(
+        "no GPU adapter ({0}). In a browser, WebGPU needs a recent Chrome, Edge or Safari 26 \
+         (Firefox: enable dom.webgpu.enabled); natively, a Vulkan, Metal or DX12 driver \
+         (lavapipe works on any CPU)"
+    )]
+    NoAdapter(String),
+
+    #[error("the GPU device was lost ({0}); reload the model")]
+    DeviceLost(String),
+
     #[error("GPU limit {limit}: this model needs {needed}, the device allows {available}")]
     GpuLimit { limit: &'static str, needed: u64, available: u64 },
 
@@ -48,6 +58,24 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// A stable name of the variant, for code that reacts to kinds of errors (the page offers
+    /// a reload after `device_lost`) without reading messages.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::ModelFile { .. } | Error::TensorShape { .. } | Error::TensorDtype { .. } => "model_file",
+            Error::MissingTensors(_) | Error::ExtraTensors(_) => "model_file",
+            Error::Tokenizer(_) | Error::Template(_) => "tokenizer",
+            Error::Input(_) => "input",
+            Error::ContextOverflow { .. } => "context_overflow",
+            Error::Gpu(_) => "gpu",
+            Error::NoAdapter(_) => "no_adapter",
+            Error::DeviceLost(_) => "device_lost",
+            Error::GpuLimit { .. } => "gpu_limit",
+            Error::Io { .. } => "io",
+        }
+    }
+
     pub(crate) fn model_file(file: impl Into<String>, problem: impl Into<String>) -> Self {
         Error::ModelFile { file: file.into(), problem: problem.into() }
     }

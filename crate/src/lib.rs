@@ -15,6 +15,7 @@ pub mod clock;
 pub mod config;
 pub mod cost;
 pub mod error;
+pub mod hf_names;
 pub mod reference;
 pub mod synthetic;
 pub mod tokenizer;
@@ -25,7 +26,6 @@ pub use error::{Error, Result};
 
 pub mod gpu;
 pub mod judge;
-pub mod kv_cache;
 pub mod model;
 pub mod ops;
 pub mod profile;

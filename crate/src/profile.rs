@@ -61,7 +61,7 @@ pub struct KernelTotal {
 /// resets). The model's KV capacity must hold the longest length plus one.
 pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Result<Profile> {
     let mut phases = Vec::new();
-    let vocab = model.config.vocab_size as u32;
+    let vocab = model.config().vocab_size as u32;
     for &length in lengths {
         // Any ids will do: the work does not depend on them.
         let ids: Vec<u32> = (0..length as u32).map(|i| (1 + i) % vocab).collect();
@@ -69,10 +69,10 @@ pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Res
         let step = [Sequence { slot: 0, tokens: &[1] }];
         // Unprofiled, then profiled, from the same states: a prefill from an empty slot, then a
         // decode step from the slot holding the prompt.
-        model.kv.reset(0);
+        model.forget(0)?;
         let plain_prefill = model.forward(&prefill, Readout::ARGMAX).await?;
         let plain_step = model.forward(&step, Readout::ARGMAX).await?;
-        model.kv.reset(0);
+        model.forget(0)?;
         model.set_profiling(true)?;
         let profiled = async {
             let prefill = model.forward(&prefill, Readout::ARGMAX).await?;
@@ -84,7 +84,7 @@ pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Res
         phases.push(phase("prefill", length, 0, &plain_prefill, &profiled_prefill, micro));
         phases.push(phase("decode", 1, length, &plain_step, &profiled_step, micro));
     }
-    model.kv.reset(0);
+    model.forget(0)?;
     Ok(Profile { phases })
 }
 

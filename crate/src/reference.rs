@@ -6,8 +6,10 @@
 
 use std::collections::HashMap;
 
+use crate::choice::argmax;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
+use crate::hf_names::{EMBED_TOKENS, LM_HEAD, LayerNames, LinearNames, NORM};
 use crate::weights::{TensorInfo, TensorSink};
 
 /// One decoder layer's weights, HF names.
@@ -73,37 +75,37 @@ pub enum Logits {
 impl CpuModel {
     /// Builds a model from f32 tensors keyed by HF name (see [`F32Tensors`]).
     pub fn from_tensors(config: Qwen2Config, mut t: HashMap<String, Vec<f32>>) -> Result<Self> {
-        let mut take = |name: String| t.remove(&name).ok_or_else(|| Error::MissingTensors(vec![name]));
+        let mut take = |name: &str| t.remove(name).ok_or_else(|| Error::MissingTensors(vec![name.into()]));
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for l in 0..config.num_hidden_layers {
-            let mut w = |n: &str| take(format!("model.layers.{l}.{n}"));
+            let n = LayerNames::new(l);
+            let mut bias = |linear: &LinearNames| take(linear.bias.as_deref().unwrap_or_default());
+            let (q_proj_bias, k_proj_bias, v_proj_bias) = (bias(&n.q_proj)?, bias(&n.k_proj)?, bias(&n.v_proj)?);
             layers.push(CpuLayer {
-                input_layernorm: w("input_layernorm.weight")?,
-                q_proj_weight: w("self_attn.q_proj.weight")?,
-                q_proj_bias: w("self_attn.q_proj.bias")?,
-                k_proj_weight: w("self_attn.k_proj.weight")?,
-                k_proj_bias: w("self_attn.k_proj.bias")?,
-                v_proj_weight: w("self_attn.v_proj.weight")?,
-                v_proj_bias: w("self_attn.v_proj.bias")?,
-                o_proj_weight: w("self_attn.o_proj.weight")?,
-                post_attention_layernorm: w("post_attention_layernorm.weight")?,
-                gate_proj_weight: w("mlp.gate_proj.weight")?,
-                up_proj_weight: w("mlp.up_proj.weight")?,
-                down_proj_weight: w("mlp.down_proj.weight")?,
+                input_layernorm: take(&n.input_layernorm)?,
+                q_proj_weight: take(&n.q_proj.weight)?,
+                q_proj_bias,
+                k_proj_weight: take(&n.k_proj.weight)?,
+                k_proj_bias,
+                v_proj_weight: take(&n.v_proj.weight)?,
+                v_proj_bias,
+                o_proj_weight: take(&n.o_proj.weight)?,
+                post_attention_layernorm: take(&n.post_attention_layernorm)?,
+                gate_proj_weight: take(&n.gate_proj.weight)?,
+                up_proj_weight: take(&n.up_proj.weight)?,
+                down_proj_weight: take(&n.down_proj.weight)?,
             });
         }
-        let embed_tokens = take("model.embed_tokens.weight".into())?;
-        let norm = take("model.norm.weight".into())?;
-        let lm_head = if config.tie_word_embeddings { None } else { Some(take("lm_head.weight".into())?) };
+        let embed_tokens = take(EMBED_TOKENS)?;
+        let norm = take(NORM)?;
+        let lm_head = if config.tie_word_embeddings { None } else { Some(take(LM_HEAD)?) };
         Ok(Self { config, embed_tokens, layers, norm, lm_head })
     }
 
     /// Reads a model folder (config.json + safetensors, sharded or not) into f32.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load(dir: &std::path::Path) -> Result<Self> {
-        let path = dir.join("config.json");
-        let bytes = std::fs::read(&path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
-        let config = Qwen2Config::from_json(&bytes)?;
+        let config = Qwen2Config::load(dir)?;
         let tensors = crate::weights::read_model_dir(dir, &config, F32Tensors::default())?;
         Self::from_tensors(config, tensors.0)
     }
@@ -162,11 +164,11 @@ impl CpuModel {
     pub fn greedy(&self, prompt: &[u32], steps: usize) -> Result<Vec<u32>> {
         let mut cache = CpuKvCache::new(&self.config);
         let mut out = Vec::with_capacity(steps);
-        let mut next = argmax(&self.forward(prompt, &mut cache, Logits::Last)?.logits);
+        let mut next = argmax(&self.forward(prompt, &mut cache, Logits::Last)?.logits) as u32;
         for step in 0..steps {
             out.push(next);
             if step + 1 < steps {
-                next = argmax(&self.forward(&[next], &mut cache, Logits::Last)?.logits);
+                next = argmax(&self.forward(&[next], &mut cache, Logits::Last)?.logits) as u32;
             }
         }
         Ok(out)
@@ -271,17 +273,6 @@ fn add(x: &mut [f32], y: &[f32]) {
 
 fn l2(x: &[f32]) -> f32 {
     x.iter().map(|v| v * v).sum::<f32>().sqrt()
-}
-
-/// Index of the largest value; the first one wins ties.
-pub fn argmax(x: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, v) in x.iter().enumerate() {
-        if *v > x[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 /// A [`TensorSink`] that widens every tensor to f32, keyed by HF name. A tensor's raw bytes

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use crate::config::Qwen2Config;
-use crate::weights::expected_tensors;
+use crate::hf_names::expected_tensors;
 
 /// Scale of matrix values and biases (a power of two, so GPU and CPU products are exact).
 pub const SCALE: f32 = 1.0 / 32.0;

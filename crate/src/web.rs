@@ -1,5 +1,6 @@
 //! The browser edge: a thin wasm-bindgen API over the library, driven from a Web Worker.
-//! Logic stays in plain Rust; here errors become `JsError` once, and records cross as JSON
+//! Logic stays in plain Rust; here errors become JS `Error`s once, each with a `code` property
+//! ([`crate::Error::code`]: `device_lost`, `no_adapter`, `input`...), and records cross as JSON
 //! strings (the same JSON the CLI prints).
 
 use std::cell::RefCell;
@@ -10,8 +11,7 @@ use wasm_bindgen::prelude::*;
 use crate::bench::{self, BenchOptions};
 use crate::config::Qwen2Config;
 use crate::gpu::{Gpu, GpuLoader, GpuOptions, GpuWeights, KernelFamily};
-use crate::judge::{Engine, JudgeRequest, Strategy};
-use crate::model::{Head, Model, ModelOptions, Readout, Rows, Sequence};
+use crate::judge::{DEFAULT_PREFIX, Engine, JudgeOptions, JudgeRequest, Strategy};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{CheckedSink, SafetensorsStream, shard_names};
 
@@ -20,8 +20,28 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
-fn js(e: crate::Error) -> JsError {
-    JsError::new(&e.to_string())
+/// A JS `Error` with the library error's message and `code`.
+fn js(e: crate::Error) -> JsValue {
+    js_error(&e.to_string(), e.code())
+}
+
+/// A JS `Error` with `message` and a `code` property.
+fn js_error(message: &str, code: &str) -> JsValue {
+    let error = js_sys::Error::new(message);
+    // Setting a property on a fresh Error object cannot fail.
+    let _ = js_sys::Reflect::set(&error, &JsValue::from_str("code"), &JsValue::from_str(code));
+    error.into()
+}
+
+/// An error in how the page drives this API (a call out of order, a malformed argument).
+fn usage(message: &str) -> JsValue {
+    js_error(message, "usage")
+}
+
+/// The response prefix strategy B prefills when a request names none.
+#[wasm_bindgen(js_name = defaultPrefix)]
+pub fn default_prefix() -> String {
+    DEFAULT_PREFIX.to_string()
 }
 
 fn json<T: serde::Serialize>(value: &T) -> String {
@@ -37,7 +57,7 @@ impl WebGpu {
     /// Opens the device; fails with a message naming what is missing. `cpu_like`: the adapter
     /// is a CPU implementation (SwiftShader; the browser tells JS, not wgpu), so the linear
     /// layers use the barrier-free kernels.
-    pub async fn open(cpu_like: bool) -> Result<WebGpu, JsError> {
+    pub async fn open(cpu_like: bool) -> Result<WebGpu, JsValue> {
         let kernels = Some(if cpu_like { KernelFamily::Direct } else { KernelFamily::Tiled });
         Ok(Self(Rc::new(Gpu::new(GpuOptions { kernels, ..Default::default() }).await.map_err(js)?)))
     }
@@ -70,7 +90,7 @@ pub struct WebLoader {
 #[wasm_bindgen]
 impl WebLoader {
     #[wasm_bindgen(constructor)]
-    pub fn new(gpu: &WebGpu, config_json: &[u8]) -> Result<WebLoader, JsError> {
+    pub fn new(gpu: &WebGpu, config_json: &[u8]) -> Result<WebLoader, JsValue> {
         let config = Qwen2Config::from_json(config_json).map_err(js)?;
         let sink = CheckedSink::new(&config, GpuLoader::new(gpu.0.clone(), &config));
         Ok(Self { gpu: gpu.0.clone(), config, sink: Some(sink), stream: None })
@@ -78,7 +98,7 @@ impl WebLoader {
 
     /// The safetensors files to fetch, given `model.safetensors.index.json` if there is one.
     #[wasm_bindgen(js_name = shardNames)]
-    pub fn shard_names(index_json: Option<Vec<u8>>) -> Result<Vec<String>, JsError> {
+    pub fn shard_names(index_json: Option<Vec<u8>>) -> Result<Vec<String>, JsValue> {
         shard_names(index_json.as_deref()).map_err(js)
     }
 
@@ -93,16 +113,16 @@ impl WebLoader {
         self.stream = Some(SafetensorsStream::new(name, length.map(|l| l as u64)));
     }
 
-    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsError> {
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
         let (Some(stream), Some(sink)) = (self.stream.as_mut(), self.sink.as_mut()) else {
-            return Err(JsError::new("push before beginFile"));
+            return Err(usage("push before beginFile"));
         };
         stream.push(chunk, sink).map_err(js)
     }
 
     #[wasm_bindgen(js_name = endFile)]
-    pub fn end_file(&mut self) -> Result<(), JsError> {
-        let stream = self.stream.take().ok_or_else(|| JsError::new("endFile before beginFile"))?;
+    pub fn end_file(&mut self) -> Result<(), JsValue> {
+        let stream = self.stream.take().ok_or_else(|| usage("endFile before beginFile"))?;
         stream.finish().map_err(js)
     }
 
@@ -111,8 +131,8 @@ impl WebLoader {
         &mut self,
         tokenizer_json: &[u8],
         tokenizer_config_json: Option<Vec<u8>>,
-    ) -> Result<WebEngine, JsError> {
-        let sink = self.sink.take().ok_or_else(|| JsError::new("finish called twice"))?;
+    ) -> Result<WebEngine, JsValue> {
+        let sink = self.sink.take().ok_or_else(|| usage("finish called twice"))?;
         let weights = sink.finish().map_err(js)?.finish().map_err(js)?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json, tokenizer_config_json.as_deref()).map_err(js)?;
         WebEngine::build(self.gpu.clone(), weights, tokenizer)
@@ -124,28 +144,24 @@ impl WebLoader {
 #[wasm_bindgen]
 pub struct WebEngine(Rc<RefCell<Option<Engine>>>);
 
-/// Starting sizes; the engine grows them to fit each request (`Engine::fit`).
-const START: ModelOptions =
-    ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 256 };
-
 #[wasm_bindgen]
 impl WebEngine {
-    fn build(gpu: Rc<Gpu>, weights: GpuWeights, tokenizer: Tokenizer) -> Result<WebEngine, JsError> {
-        let model = Model::new(gpu, weights, START).map_err(js)?;
-        Ok(Self(Rc::new(RefCell::new(Some(Engine::new(model, tokenizer))))))
+    fn build(gpu: Rc<Gpu>, weights: GpuWeights, tokenizer: Tokenizer) -> Result<WebEngine, JsValue> {
+        let engine = Engine::load(gpu, weights, tokenizer).map_err(js)?;
+        Ok(Self(Rc::new(RefCell::new(Some(engine)))))
     }
 
     /// Runs `work` with the engine taken out, and puts it back whatever the outcome.
-    async fn with<T>(&self, work: impl AsyncFnOnce(&mut Engine) -> Result<T, JsError>) -> Result<T, JsError> {
-        let mut engine = self.0.borrow_mut().take().ok_or_else(|| JsError::new("the engine is busy"))?;
+    async fn with<T>(&self, work: impl AsyncFnOnce(&mut Engine) -> crate::Result<T>) -> Result<T, JsValue> {
+        let mut engine = self.0.borrow_mut().take().ok_or_else(|| usage("the engine is busy"))?;
         let result = work(&mut engine).await;
         *self.0.borrow_mut() = Some(engine);
-        result
+        result.map_err(js)
     }
 
-    fn with_now<T>(&self, work: impl FnOnce(&Engine) -> Result<T, JsError>) -> Result<T, JsError> {
+    fn with_now<T>(&self, work: impl FnOnce(&Engine) -> crate::Result<T>) -> Result<T, JsValue> {
         let guard = self.0.borrow();
-        work(guard.as_ref().ok_or_else(|| JsError::new("the engine is busy"))?)
+        work(guard.as_ref().ok_or_else(|| usage("the engine is busy"))?).map_err(js)
     }
 
     /// Synthetic weights of a real model's shapes (`qwen2.5-0.5b`, `qwen2.5-1.5b`), made on the GPU.
@@ -154,17 +170,17 @@ impl WebEngine {
         name: &str,
         tokenizer_json: &[u8],
         tokenizer_config_json: &[u8],
-    ) -> Result<WebEngine, JsError> {
+    ) -> Result<WebEngine, JsValue> {
         let config = Qwen2Config::named(name).map_err(js)?;
-        let weights = GpuWeights::synthetic(&gpu.0, &config).map_err(js)?;
+        let weights = crate::ops::synthetic_weights(&gpu.0, &config).map_err(js)?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json, Some(tokenizer_config_json)).map_err(js)?;
         Self::build(gpu.0.clone(), weights, tokenizer)
     }
 
     /// Model facts as JSON: shapes, parameters, weight bytes per decode step, synthetic or not.
-    pub fn info(&self) -> Result<String, JsError> {
+    pub fn info(&self) -> Result<String, JsValue> {
         self.with_now(|e| {
-            let c = &e.model.config;
+            let (c, weights) = (e.model().config(), e.model().weights());
             Ok(json(&serde_json::json!({
                 "hidden_size": c.hidden_size,
                 "layers": c.num_hidden_layers,
@@ -172,8 +188,8 @@ impl WebEngine {
                 "kv_heads": c.num_key_value_heads,
                 "vocab_size": c.vocab_size,
                 "parameters": c.parameter_count(),
-                "decode_bytes": e.model.weights.decode_bytes(),
-                "synthetic": e.model.weights.synthetic,
+                "decode_bytes": weights.decode_bytes(),
+                "synthetic": weights.synthetic,
             })))
         })
     }
@@ -187,89 +203,46 @@ impl WebEngine {
         strategy: String,
         top_k: usize,
         sequence_logprobs: bool,
-    ) -> Result<String, JsError> {
-        let req: JudgeRequest =
-            serde_json::from_str(&request_json).map_err(|e| JsError::new(&format!("not a judgment request: {e}")))?;
+    ) -> Result<String, JsValue> {
+        let req: JudgeRequest = serde_json::from_str(&request_json)
+            .map_err(|e| js_error(&format!("not a judgment request: {e}"), "input"))?;
         let strategies = Strategy::parse_list(&strategy).map_err(js)?;
-        let out = self
-            .with(async |e| {
-                e.fit(std::slice::from_ref(&req), false).map_err(js)?;
-                let mut out = Vec::new();
-                for s in &strategies {
-                    let mut record = e.judge(&req, *s, top_k).await.map_err(js)?;
-                    if sequence_logprobs && record.strategy.starts_with('b') {
-                        record.sequence_logprobs = Some(e.sequence_logprobs(&req).await.map_err(js)?);
-                    }
-                    out.push(record);
-                }
-                Ok(out)
-            })
-            .await?;
+        let options = JudgeOptions { top_k, sequence_logprobs };
+        let out = self.with(async |e| e.judge_all(&req, &strategies, options).await).await?;
         Ok(if strategy == "all" { json(&out) } else { json(&out[0]) })
     }
 
     /// Judges a batch (strategy C); resolves to `{"batch": record, "judgments": [...]}`.
     #[wasm_bindgen(js_name = judgeBatch)]
-    pub async fn judge_batch(&self, requests_json: String, shared_prefix: bool) -> Result<String, JsError> {
-        let reqs: Vec<JudgeRequest> =
-            serde_json::from_str(&requests_json).map_err(|e| JsError::new(&format!("not a list of requests: {e}")))?;
-        self.with(async |e| {
-            e.fit(&reqs, true).map_err(js)?;
-            let (record, judgments) = e.judge_batch(&reqs, shared_prefix).await.map_err(js)?;
-            Ok(json(&serde_json::json!({ "batch": record, "judgments": judgments })))
-        })
-        .await
+    pub async fn judge_batch(&self, requests_json: String, shared_prefix: bool) -> Result<String, JsValue> {
+        let reqs: Vec<JudgeRequest> = serde_json::from_str(&requests_json)
+            .map_err(|e| js_error(&format!("not a list of requests: {e}"), "input"))?;
+        let (record, judgments) = self.with(async |e| e.judge_batch(&reqs, shared_prefix).await).await?;
+        Ok(json(&serde_json::json!({ "batch": record, "judgments": judgments })))
     }
 
-    /// Runs the benchmark (`{"lengths": [...], "batch_sizes": [...], "repeats": n, "profile":
-    /// bool}`, all optional); `progress` is called with a line per step. Resolves to the report
-    /// JSON (with `profile`, per-kernel GPU times: see [`crate::profile`]).
-    pub async fn bench(&self, options_json: String, progress: js_sys::Function) -> Result<String, JsError> {
-        #[derive(serde::Deserialize, Default)]
-        struct Opts {
-            lengths: Option<Vec<usize>>,
-            batch_sizes: Option<Vec<usize>>,
-            repeats: Option<usize>,
-            doc_tokens: Option<usize>,
-            profile: Option<bool>,
-        }
-        let o: Opts = serde_json::from_str(&options_json).map_err(|e| JsError::new(&format!("bench options: {e}")))?;
-        let d = BenchOptions::default();
-        let options = BenchOptions {
-            lengths: o.lengths.unwrap_or(d.lengths),
-            batch_sizes: o.batch_sizes.unwrap_or(d.batch_sizes),
-            repeats: o.repeats.unwrap_or(d.repeats),
-            doc_tokens: o.doc_tokens.unwrap_or(d.doc_tokens),
-            profile: o.profile.unwrap_or(d.profile),
+    /// Runs the benchmark ([`BenchOptions`] as JSON, every field optional: `lengths`,
+    /// `batch_sizes`, `repeats`, `doc_tokens`, `profile`); `progress` is called with a line per
+    /// step. Resolves to the report JSON (with `profile`, per-kernel GPU times: see
+    /// [`crate::profile`]).
+    pub async fn bench(&self, options_json: String, progress: js_sys::Function) -> Result<String, JsValue> {
+        let options: BenchOptions =
+            serde_json::from_str(&options_json).map_err(|e| js_error(&format!("bench options: {e}"), "input"))?;
+        let mut report = |line: &str| {
+            let _ = progress.call1(&JsValue::NULL, &JsValue::from_str(line));
         };
-        self.with(async |e| {
-            let sizes = options.model_options(&e.model.config, &e.model.gpu);
-            e.model = e.model.resized(sizes).map_err(js)?;
-            let mut report = |line: &str| {
-                let _ = progress.call1(&JsValue::NULL, &JsValue::from_str(line));
-            };
-            let result = bench::run(e, &options, &mut report).await.map_err(js)?;
-            Ok(json(&result))
-        })
-        .await
+        let result = self.with(async |e| bench::run(e, &options, &mut report).await).await?;
+        Ok(json(&result))
     }
 
     /// The last position's logits over the whole vocabulary for `ids` (a diagnostic: tests
     /// compare them with the native engine's).
-    pub async fn logits(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
-        self.with(async |e| {
-            let n = ids.len().max(1);
-            let options = ModelOptions { max_tokens: n, kv_slots: 1, kv_capacity: n, max_rows: 1, max_choice_ids: 1 };
-            e.model = e.model.resized(options).map_err(js)?;
-            let readout = Readout { rows: Rows::Last, head: Head::Logits, hidden: false };
-            let mut out = e.model.prefill(&[Sequence { slot: 0, tokens: &ids }], readout).await.map_err(js)?;
-            Ok(out.rows.remove(0).logits)
-        })
-        .await
+    pub async fn logits(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsValue> {
+        Ok(self.with(async |e| e.logits(&ids).await).await?.logits)
     }
 
     /// Token ids of `text` with the model's tokenizer (no chat template).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, JsError> {
-        self.with_now(|e| e.tokenizer.encode(text).map_err(js))
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, JsValue> {
+        self.with_now(|e| e.tokenizer().encode(text))
     }
 }

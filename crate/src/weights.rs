@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
+use crate::hf_names::{LM_HEAD, expected_tensors};
 
 /// Element type of a stored tensor. GPU code keeps 16-bit types packed; the CPU widens to f32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -136,11 +137,6 @@ impl SafetensorsStream {
 
     fn err(&self, problem: impl Into<String>) -> Error {
         Error::model_file(&self.file, problem)
-    }
-
-    /// Tensors of the header, sorted by offset (empty until the header has been read).
-    pub fn tensors(&self) -> &[TensorInfo] {
-        &self.tensors
     }
 
     /// Feeds the next bytes of the file.
@@ -271,37 +267,6 @@ impl SafetensorsStream {
     }
 }
 
-/// The tensors a Qwen2 checkpoint must hold, with HF names and `[out, in]` shapes.
-/// `lm_head.weight` is listed only when the head is not tied.
-pub fn expected_tensors(c: &Qwen2Config) -> Vec<(String, Vec<usize>)> {
-    let (h, i, kv, v) = (c.hidden_size, c.intermediate_size, c.kv_dim(), c.vocab_size);
-    let mut out = vec![("model.embed_tokens.weight".to_string(), vec![v, h])];
-    for l in 0..c.num_hidden_layers {
-        let p = format!("model.layers.{l}");
-        for (name, shape) in [
-            ("input_layernorm.weight", vec![h]),
-            ("self_attn.q_proj.weight", vec![h, h]),
-            ("self_attn.q_proj.bias", vec![h]),
-            ("self_attn.k_proj.weight", vec![kv, h]),
-            ("self_attn.k_proj.bias", vec![kv]),
-            ("self_attn.v_proj.weight", vec![kv, h]),
-            ("self_attn.v_proj.bias", vec![kv]),
-            ("self_attn.o_proj.weight", vec![h, h]),
-            ("post_attention_layernorm.weight", vec![h]),
-            ("mlp.gate_proj.weight", vec![i, h]),
-            ("mlp.up_proj.weight", vec![i, h]),
-            ("mlp.down_proj.weight", vec![h, i]),
-        ] {
-            out.push((format!("{p}.{name}"), shape));
-        }
-    }
-    out.push(("model.norm.weight".into(), vec![h]));
-    if !c.tie_word_embeddings {
-        out.push(("lm_head.weight".into(), vec![v, h]));
-    }
-    out
-}
-
 /// Checks each header against the config as it arrives (shapes, unknown names) and, at the end,
 /// that every expected tensor was seen exactly once. Wrap a sink with it.
 pub struct CheckedSink<S> {
@@ -313,12 +278,10 @@ pub struct CheckedSink<S> {
     pub inner: S,
 }
 
-const HEAD: &str = "lm_head.weight";
-
 impl<S: TensorSink> CheckedSink<S> {
     pub fn new(config: &Qwen2Config, inner: S) -> Self {
         let mut expected: BTreeMap<_, _> = expected_tensors(config).into_iter().collect();
-        expected.insert(HEAD.into(), vec![config.vocab_size, config.hidden_size]);
+        expected.insert(LM_HEAD.into(), vec![config.vocab_size, config.hidden_size]);
         Self { expected, tied: config.tie_word_embeddings, seen: BTreeMap::new(), inner }
     }
 
@@ -327,7 +290,7 @@ impl<S: TensorSink> CheckedSink<S> {
         let missing: Vec<String> = self
             .expected
             .keys()
-            .filter(|n| !(self.seen.contains_key(*n) || (self.tied && *n == HEAD)))
+            .filter(|n| !(self.seen.contains_key(*n) || (self.tied && *n == LM_HEAD)))
             .cloned()
             .collect();
         if !missing.is_empty() {

@@ -184,3 +184,16 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
     let (ok, _, err) = onetoken(&["logits", "--model", &model, "--ids", "1", "--kernels", "fast"]);
     assert!(!ok && err.contains("use tiled or direct"), "{err}");
 }
+
+#[test]
+fn a_headless_run_keeps_stderr_free_of_window_system_noise() {
+    let out = Command::new(env!("CARGO_BIN_EXE_onetoken"))
+        .args(["logits", "--model", &fixture("tiny-qwen2").display().to_string(), "--ids", "1,2,3"])
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("NODEVICE_SELECT")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.is_empty(), "stderr: {stderr}");
+}

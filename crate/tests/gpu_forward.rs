@@ -5,9 +5,10 @@ mod common;
 use std::rc::Rc;
 
 use common::*;
-use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, load_dir};
-use onetoken::model::{Head, Model, ModelOptions, Readout, Rows, Sequence};
-use onetoken::reference::{CpuKvCache, CpuModel, Logits, argmax};
+use onetoken::choice::argmax;
+use onetoken::gpu::{Gpu, GpuOptions, KernelFamily, load_dir};
+use onetoken::model::{Head, Model, ModelOptions, Positions, Readout, Sequence};
+use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 
 fn tiny_model(weight_chunk_bytes: Option<u64>) -> Model {
     tiny_model_with(weight_chunk_bytes, None)
@@ -20,8 +21,8 @@ fn tiny_model_with(weight_chunk_bytes: Option<u64>, kernels: Option<KernelFamily
     Model::new(gpu, weights, options).unwrap()
 }
 
-const LOGITS_ALL: Readout = Readout { rows: Rows::All, head: Head::Logits, hidden: true };
-const LOGITS_LAST: Readout = Readout { rows: Rows::Last, head: Head::Logits, hidden: false };
+const LOGITS_ALL: Readout = Readout { positions: Positions::All, head: Head::Logits, hidden: true };
+const LOGITS_LAST: Readout = Readout { positions: Positions::Last, head: Head::Logits, hidden: false };
 
 fn block<T>(f: impl std::future::Future<Output = T>) -> T {
     pollster::block_on(f)
@@ -68,7 +69,7 @@ fn greedy_matches_hf(mut model: Model) {
         tokens.push(next);
     }
     assert_eq!(tokens, ids(&r["greedy8_kv_cache"]));
-    assert_eq!(model.kv.len(0), 16 + 7);
+    assert_eq!(model.tokens_in(0).unwrap(), 16 + 7);
 }
 
 #[test]
@@ -112,7 +113,7 @@ fn split_tensors_give_the_same_logits() {
     let r = tiny_ref();
     let input = ids(&r["input_ids"]);
     let mut split = tiny_model(Some(2048));
-    assert_eq!(split.weights.embed_tokens.chunks.len(), 32);
+    assert_eq!(split.weights().embed_tokens.chunks.len(), 32);
     let mut whole = tiny_model(None);
     let a = block(split.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
     let b = block(whole.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
@@ -128,14 +129,14 @@ fn choice_head_equals_the_full_head_at_those_ids() {
     let choices = [148u32, 53, 0, 511, 107];
     let mut model = tiny_model(Some(4096));
     let full = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_LAST)).unwrap();
-    let readout = Readout { rows: Rows::Last, head: Head::Rows(&choices), hidden: false };
+    let readout = Readout { positions: Positions::Last, head: Head::Choices(&choices), hidden: false };
     let picked = block(model.prefill(&[Sequence { slot: 1, tokens: &input }], readout)).unwrap();
     let want: Vec<f32> = choices.iter().map(|&c| full.rows[0].logits[c as usize]).collect();
     assert_close(&picked.rows[0].logits, &want, 1e-5, 1e-5, "choice head");
     assert!(picked.rows[0].top.is_empty() && picked.rows[0].logsumexp.is_none());
 
     // The full head with ids: the same logits, plus top-k and logsumexp found on the GPU.
-    let readout = Readout { rows: Rows::Last, head: Head::Full { top_k: 5, ids: &choices }, hidden: false };
+    let readout = Readout { positions: Positions::Last, head: Head::Full { top_k: 5, ids: &choices }, hidden: false };
     let both = block(model.prefill(&[Sequence { slot: 2, tokens: &input }], readout)).unwrap();
     assert_close(&both.rows[0].logits, &want, 1e-5, 1e-5, "full head, choice ids");
     let r = tiny_ref();
@@ -163,7 +164,9 @@ fn bad_batches_are_refused_before_any_work() {
     assert!(err(&mut model, &twice).contains("appears twice"));
     assert!(err(&mut model, &[]).contains("empty batch"));
     // Nothing above reached the cache.
-    assert!((0..4).all(|s| model.kv.is_empty(s)));
+    assert!((0..4).all(|s| model.tokens_in(s).unwrap() == 0));
+    assert!(model.tokens_in(4).unwrap_err().to_string().contains("KV slot 4 does not exist"));
+    assert!(model.forget(7).is_err() && model.share_prefix(0, 9, 0).is_err());
 }
 
 #[test]
@@ -172,7 +175,7 @@ fn shared_prefix_copy_then_continue_equals_a_full_prefill() {
     let input = ids(&r["input_ids"]);
     let mut model = tiny_model(None);
     block(model.prefill(&[Sequence { slot: 0, tokens: &input[..10] }], Readout::ARGMAX)).unwrap();
-    model.kv.copy_prefix(&model.gpu, 0, 3, 10).unwrap();
+    model.share_prefix(0, 3, 10).unwrap();
     let cont = block(model.prefill(&[Sequence { slot: 3, tokens: &input[10..] }], LOGITS_LAST)).unwrap();
     let full = block(model.prefill(&[Sequence { slot: 1, tokens: &input }], LOGITS_LAST)).unwrap();
     assert_close(&cont.rows[0].logits, &full.rows[0].logits, 1e-4, 1e-4, "shared prefix");
@@ -184,7 +187,7 @@ fn synthetic_qwen2_5_0_5b_top5_matches_the_cpu_reference() {
     let config = onetoken::Qwen2Config::qwen2_5_0_5b();
     let prompt = [9707u32, 11, 1879, 0, 785, 3974, 13876, 38835];
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
-    let weights = GpuWeights::synthetic(&gpu, &config).unwrap();
+    let weights = onetoken::ops::synthetic_weights(&gpu, &config).unwrap();
     let options = ModelOptions { max_tokens: 16, kv_slots: 1, kv_capacity: 16, max_rows: 1, max_choice_ids: 8 };
     let mut model = Model::new(gpu, weights, options).unwrap();
     let gpu_out = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();

@@ -113,25 +113,27 @@ fn bad_requests_fail_before_any_work() {
     assert!(bad(&mut e, request("q", &["x", "x"])).contains("are the same"));
     assert!(bad(&mut e, request("q", &["x", " "])).contains("is empty"));
     assert!(bad(&mut e, request("q", &["x", "<|im_end|>"])).contains("special token"));
-    let long = "blue ".repeat(400);
-    let msg = bad(&mut e, request(&long, &["x", "y"]));
-    assert!(msg.contains("does not fit") && msg.contains("KV capacity 256"), "{msg}");
-    let three = [request("a", &["x", "y"]), request("b", &["x", "y"]), request("c", &["x", "y"])];
-    assert!(block(e.judge_batch(&three, false)).unwrap_err().to_string().contains("2 KV slots"));
-    assert!((0..2).all(|s| e.model.kv.is_empty(s)));
+    let past_context = "blue ".repeat(5000);
+    let msg = bad(&mut e, request(&past_context, &["x", "y"]));
+    assert!(msg.contains("does not fit") && msg.contains("the model's context is 4096 tokens"), "{msg}");
+    let batch = [request("a", &["x", "y"]), request(&past_context, &["x", "y"])];
+    assert!(block(e.judge_batch(&batch, false)).unwrap_err().to_string().contains("4096"));
+    let bad_choice = [request("a", &["x", "y"]), request("b", &["x", "x"])];
+    assert!(block(e.judge_batch(&bad_choice, false)).unwrap_err().to_string().contains("request 2"));
+    assert!(block(e.judge(&request("a", &["x", "y"]), Strategy::Batched, 0)).is_err());
+    assert!((0..2).all(|s| e.model().tokens_in(s).unwrap() == 0));
 }
 
 #[test]
-fn the_engine_fits_itself_to_long_prompts_up_to_the_context() {
+fn the_engine_sizes_itself_to_each_request_up_to_the_context() {
     let mut e = engine(1);
     let req = request(&"blue ".repeat(400), &["x", "y"]);
-    e.fit(std::slice::from_ref(&req), false).unwrap();
-    assert!(e.model.kv.capacity > 400);
     let b = block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap();
-    assert!(b.prompt_tokens > 400);
-    let too_long = request(&"blue ".repeat(5000), &["x", "y"]);
-    let msg = e.fit(&[too_long], false).unwrap_err().to_string();
-    assert!(msg.contains("the model's context is 4096 tokens"), "{msg}");
+    assert!(b.prompt_tokens > 400 && e.model().kv_capacity() > 400);
+    let three = [request("a", &["x", "y"]), request("b", &["x", "y"]), request("c", &["x", "y"])];
+    let (record, _) = block(e.judge_batch(&three, false)).unwrap();
+    assert_eq!(record.judgments, 3);
+    assert!(e.model().kv_slots() >= 3 && e.model().kv_capacity() > 400, "sizes only grow");
 }
 
 #[test]
@@ -143,8 +145,8 @@ fn sequence_log_probabilities_equal_the_cpu_reference() {
     let got = block(e.sequence_logprobs(&req)).unwrap();
 
     let cpu = CpuModel::load(&fixture("tiny-qwen2")).unwrap();
-    let prompt = e.tokenizer.chat_prompt(req.system.as_deref(), &req.user, req.prefix()).unwrap();
-    let set = ChoiceSet::new(&e.tokenizer, &prompt, &req.choices, CLOSING).unwrap();
+    let prompt = e.tokenizer().chat_prompt(req.system.as_deref(), &req.user, req.prefix()).unwrap();
+    let set = ChoiceSet::new(e.tokenizer(), &prompt, &req.choices, CLOSING).unwrap();
     let vocab = cpu.config.vocab_size;
     let want: Vec<f32> = set
         .sequences

@@ -315,7 +315,7 @@ fn silu_mul_gather_and_top_k_match_reference() {
                 (0..k).map(|j| (got_row[2 + 2 * j], f32::from_bits(got_row[3 + 2 * j]))).collect();
             let want: Vec<(u32, f32)> = order[..k].iter().map(|&i| (i, row[i as usize])).collect();
             assert_eq!(top, want, "top-{k} of row {r} of {vocab}");
-            assert_eq!(top[0].0, reference::argmax(row));
+            assert_eq!(top[0].0, onetoken::choice::argmax(row) as u32);
             let max = want[0].1;
             let lse = max + row.iter().map(|l| (l - max).exp()).sum::<f32>().ln();
             assert_close(&[f32::from_bits(got_row[0])], &[lse], 1e-4, 1e-5, "logsumexp");

@@ -3,7 +3,8 @@
 mod common;
 
 use common::*;
-use onetoken::reference::{CpuKvCache, CpuModel, Logits, argmax};
+use onetoken::choice::argmax;
+use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 
 #[test]
 fn logits_at_every_position_match_hf() {
@@ -15,7 +16,7 @@ fn logits_at_every_position_match_hf() {
     for (pos, want) in r["logits"].as_array().unwrap().iter().enumerate() {
         let got = &out.logits[pos * vocab..(pos + 1) * vocab];
         assert_close(got, &floats(want), 1e-4, 0.0, &format!("logits at position {pos}"));
-        assert_eq!(argmax(got), ids(&r["argmax"])[pos], "argmax at position {pos}");
+        assert_eq!(argmax(got) as u32, ids(&r["argmax"])[pos], "argmax at position {pos}");
     }
     let norms = floats(&r["hidden_norm_per_layer_last_pos"]);
     assert_close(&out.hidden_norms, &norms, 1e-4, 1e-5, "hidden-state norms per layer");

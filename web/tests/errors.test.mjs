@@ -29,8 +29,10 @@ after(async () => {
 
 test('a truncated model file is named in a clear error, and nothing typed is lost', async () => {
   await page.fill('#question', 'My own question?');
-  const message = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'broken' }).then(() => 'loaded', (e) => e.message));
+  const { message, code } = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'broken' })
+    .then(() => ({ message: 'loaded' }), (e) => ({ message: e.message, code: e.code })));
   assert.match(message, /model file model\.safetensors: truncated: tensor .* ends at data byte/);
+  assert.equal(code, 'model_file', 'errors carry the library error kind as `code`');
   assert.equal(await page.isVisible('#error'), true);
   assert.match(await page.textContent('#error-text'), /truncated/);
   assert.equal(await page.inputValue('#question'), 'My own question?');
@@ -48,6 +50,8 @@ test('bad choices are refused with a specific message', async () => {
   assert.match(await ask(['red']), /only one choice/);
   assert.match(await ask(['red', 'red']), /are the same/);
   assert.match(await ask(['red', '']), /is empty/);
+  const code = await page.evaluate(() => window.onetoken.judge({ user: 'q', choices: ['a', 'a'] }).then(() => 'ok', (e) => e.code));
+  assert.equal(code, 'input');
 });
 
 test('local files chosen in the picker load like a folder', async () => {

@@ -9,8 +9,7 @@ use std::rc::Rc;
 
 use onetoken::bench::{BenchOptions, BenchReport};
 use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, load_dir};
-use onetoken::judge::{Engine, JudgeRequest, Strategy};
-use onetoken::model::{Head, Model, ModelOptions, Readout, Rows, Sequence};
+use onetoken::judge::{Engine, JudgeOptions, JudgeRequest, Strategy};
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 use onetoken::tokenizer::Tokenizer;
 use onetoken::{Error, Qwen2Config, Result};
@@ -88,13 +87,13 @@ struct BenchArgs {
     #[arg(long)]
     json: bool,
     /// Prompt lengths of the sweep.
-    #[arg(long, value_delimiter = ',', default_value = "32,64,128,256,512,1024")]
+    #[arg(long, value_delimiter = ',', default_values_t = BenchOptions::default().lengths)]
     lengths: Vec<usize>,
     /// Batch sizes of strategy C.
-    #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
+    #[arg(long, value_delimiter = ',', default_values_t = BenchOptions::default().batch_sizes)]
     batch_sizes: Vec<usize>,
     /// Runs per point (the median is kept).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = BenchOptions::default().repeats)]
     repeats: usize,
     /// Also time every kernel of one prefill and one decode step per length (needs GPU
     /// timestamps): the `profile` of the JSON, a table per phase otherwise.
@@ -133,12 +132,7 @@ struct ModelSource {
 impl ModelSource {
     fn config(&self) -> Result<Qwen2Config> {
         match (&self.model, &self.synthetic) {
-            (Some(dir), _) => {
-                let path = dir.join("config.json");
-                let bytes =
-                    std::fs::read(&path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
-                Qwen2Config::from_json(&bytes)
-            }
+            (Some(dir), _) => Qwen2Config::load(dir),
             (None, Some(name)) => Qwen2Config::named(name),
             (None, None) => unreachable!("clap requires one"),
         }
@@ -154,7 +148,7 @@ impl ModelSource {
     fn gpu_weights(&self, gpu: &Rc<Gpu>) -> Result<GpuWeights> {
         match &self.model {
             Some(dir) => load_dir(gpu, dir),
-            None => GpuWeights::synthetic(gpu, &self.config()?),
+            None => onetoken::ops::synthetic_weights(gpu, &self.config()?),
         }
     }
 
@@ -174,12 +168,24 @@ const QWEN_TOKENIZER: &[u8] = include_bytes!("../../tests/fixtures/qwen2.5-0.5b/
 const QWEN_TOKENIZER_CONFIG: &[u8] = include_bytes!("../../tests/fixtures/qwen2.5-0.5b/tokenizer_config.json");
 
 fn main() -> ExitCode {
+    keep_off_the_display_stack();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Mesa's implicit Vulkan layer that picks the display's GPU connects to the window system when
+/// the instance is made, and prints "XDG_RUNTIME_DIR is invalid" on a headless machine. A CLI has
+/// no display (the adapter is chosen by power preference), so the layer is turned off unless the
+/// user set it up themselves.
+fn keep_off_the_display_stack() {
+    if std::env::var_os("NODEVICE_SELECT").is_none() {
+        // SAFETY: called first thing in main, before any other thread exists.
+        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
     }
 }
 
@@ -196,15 +202,7 @@ fn run(cli: Cli) -> Result<()> {
                 let out = m.forward(&ids, &mut CpuKvCache::new(&m.config), Logits::Last)?;
                 (out.logits, out.last_hidden)
             } else {
-                let gpu = device.gpu()?;
-                let weights = source.gpu_weights(&gpu)?;
-                let n = ids.len();
-                let options =
-                    ModelOptions { max_tokens: n, kv_slots: 1, kv_capacity: n, max_rows: 1, max_choice_ids: 1 };
-                let mut model = Model::new(gpu, weights, options)?;
-                let readout = Readout { rows: Rows::Last, head: Head::Logits, hidden: true };
-                let mut out = pollster::block_on(model.prefill(&[Sequence { slot: 0, tokens: &ids }], readout))?;
-                let row = out.rows.remove(0);
+                let row = pollster::block_on(engine(&source, &device)?.logits(&ids))?;
                 (row.logits, row.hidden)
             };
             let norm = hidden.iter().map(|v| v * v).sum::<f32>().sqrt();
@@ -232,14 +230,11 @@ fn read_text(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.display().to_string(), source })
 }
 
-/// An engine sized for these requests: every prompt fits its KV slot with room to generate.
-fn engine_for(source: &ModelSource, device: &DeviceArgs, reqs: &[JudgeRequest], batch: bool) -> Result<Engine> {
+/// The engine on this device and model (it sizes itself to each request).
+fn engine(source: &ModelSource, device: &DeviceArgs) -> Result<Engine> {
     let gpu = device.gpu()?;
     let weights = source.gpu_weights(&gpu)?;
-    let small = ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 256 };
-    let mut engine = Engine::new(Model::new(gpu, weights, small)?, source.tokenizer()?);
-    engine.fit(reqs, batch)?;
-    Ok(engine)
+    Engine::load(gpu, weights, source.tokenizer()?)
 }
 
 /// Prints one JSON line.
@@ -256,7 +251,7 @@ fn judge(args: JudgeArgs) -> Result<()> {
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| read_json(path, l, Some(i + 1)))
             .collect::<Result<_>>()?;
-        let mut engine = engine_for(&args.source, &args.device, &reqs, true)?;
+        let mut engine = engine(&args.source, &args.device)?;
         let (record, judgments) = pollster::block_on(engine.judge_batch(&reqs, args.shared_prefix))?;
         print(&record);
         for j in &judgments {
@@ -267,12 +262,9 @@ fn judge(args: JudgeArgs) -> Result<()> {
     let path = args.request.as_ref().expect("clap requires --request or --requests");
     let req: JudgeRequest = read_json(path, &read_text(path)?, None)?;
     let strategies = Strategy::parse_list(&args.strategy)?;
-    let mut engine = engine_for(&args.source, &args.device, std::slice::from_ref(&req), false)?;
-    for s in strategies {
-        let mut record = pollster::block_on(engine.judge(&req, s, args.top_k))?;
-        if args.sequence_logprobs && record.strategy.starts_with('b') {
-            record.sequence_logprobs = Some(pollster::block_on(engine.sequence_logprobs(&req))?);
-        }
+    let mut engine = engine(&args.source, &args.device)?;
+    let options = JudgeOptions { top_k: args.top_k, sequence_logprobs: args.sequence_logprobs };
+    for record in pollster::block_on(engine.judge_all(&req, &strategies, options))? {
         print(&record);
     }
     Ok(())
@@ -286,12 +278,8 @@ fn bench(args: BenchArgs) -> Result<()> {
         profile: args.profile,
         ..Default::default()
     };
-    let config = args.source.config()?;
-    let gpu = args.device.gpu()?;
-    let weights = args.source.gpu_weights(&gpu)?;
-    let model = Model::new(gpu.clone(), weights, options.model_options(&config, &gpu))?;
-    let mut engine = Engine::new(model, args.source.tokenizer()?);
-    eprintln!("device: {}", gpu.describe());
+    let mut engine = engine(&args.source, &args.device)?;
+    eprintln!("device: {}", engine.model().gpu().describe());
     let report =
         pollster::block_on(onetoken::bench::run(&mut engine, &options, &mut |line| eprintln!("bench: {line}")))?;
     if args.json {

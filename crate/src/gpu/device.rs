@@ -89,13 +89,7 @@ impl Gpu {
                 ..Default::default()
             })
             .await
-            .map_err(|e| {
-                Error::Gpu(format!(
-                    "no GPU adapter ({e}). In a browser, WebGPU needs a recent Chrome, Edge or \
-                     Safari 26 (Firefox: enable dom.webgpu.enabled); natively, a Vulkan, Metal \
-                     or DX12 driver (lavapipe works on any CPU)"
-                ))
-            })?;
+            .map_err(|e| Error::NoAdapter(e.to_string()))?;
         let limits = adapter.limits();
         check_limit(
             "max_compute_workgroup_storage_size",
@@ -176,7 +170,7 @@ impl Gpu {
     /// or has reported an error since the last check (which it then forgets).
     pub fn check(&self) -> Result<()> {
         if let Some(why) = self.lost.lock().ok().and_then(|l| l.clone()) {
-            return Err(Error::Gpu(format!("the GPU device was lost ({why}); reload the model")));
+            return Err(Error::DeviceLost(why));
         }
         match self.uncaptured.lock().ok().and_then(|mut e| e.take()) {
             Some(message) => Err(Error::Gpu(message)),

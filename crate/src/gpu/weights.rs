@@ -1,7 +1,7 @@
 //! A model's weights on the GPU, with HF names. Matrices stay packed in their file's dtype
 //! ([`PackedMatrix`], split over binding limits); norm weights and biases, a few KB each, are
 //! widened to f32. Weights arrive from a safetensors stream ([`GpuLoader`], a [`TensorSink`]) or
-//! are generated on the GPU ([`GpuWeights::synthetic`]).
+//! are generated on the GPU (`crate::ops::synthetic_weights`).
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -9,8 +9,8 @@ use std::rc::Rc;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, PackedMatrix};
-use crate::synthetic;
-use crate::weights::{Dtype, TensorInfo, TensorSink, expected_tensors};
+use crate::hf_names::{EMBED_TOKENS, LM_HEAD, LayerNames, LinearNames, NORM};
+use crate::weights::{TensorInfo, TensorSink};
 
 /// A HF Linear: weight `[out, in]`, optional bias `[out]`.
 pub struct GpuLinear {
@@ -63,81 +63,54 @@ impl GpuWeights {
             .sum();
         layer + self.head().bytes()
     }
-
-    /// A model of `config`'s shapes with synthetic bf16 weights (see [`crate::synthetic`]),
-    /// generated on the GPU in one submit.
-    pub fn synthetic(gpu: &Gpu, config: &Qwen2Config) -> Result<Self> {
-        config.validate()?;
-        let mut tensors = HashMap::new();
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = crate::gpu::Dispatcher::new(&mut encoder, "synthetic weights", None);
-            for (name, shape) in expected_tensors(config) {
-                let tensor = match shape[..] {
-                    [rows, cols] => {
-                        let m = PackedMatrix::new(gpu, &name, rows, cols, Dtype::BF16)?;
-                        crate::ops::fill_synthetic(gpu, &mut pass, &m, synthetic::seed(&name), synthetic::SCALE);
-                        Tensor::Matrix(m)
-                    }
-                    _ => Tensor::Vector(gpu.storage_from(&name, &synthetic::vector(&name, shape[0]))),
-                };
-                tensors.insert(name, tensor);
-            }
-        }
-        gpu.queue.submit([encoder.finish()]);
-        gpu.check()?;
-        let mut weights = assemble(config.clone(), tensors)?;
-        weights.synthetic = true;
-        Ok(weights)
-    }
 }
 
-enum Tensor {
+/// One tensor on the GPU: a matrix stays packed, a vector is f32.
+pub(crate) enum Tensor {
     Matrix(PackedMatrix),
     Vector(wgpu::Buffer),
 }
 
-fn assemble(config: Qwen2Config, tensors: HashMap<String, Tensor>) -> Result<GpuWeights> {
-    let (mut matrices, mut vectors) = (HashMap::new(), HashMap::new());
-    for (name, tensor) in tensors {
-        match tensor {
-            Tensor::Matrix(m) => matrices.insert(name, m).map(drop),
-            Tensor::Vector(v) => vectors.insert(name, v).map(drop),
-        };
+impl GpuWeights {
+    /// The weights from their tensors by HF name; `synthetic` marks generated ones.
+    pub(crate) fn from_tensors(config: Qwen2Config, tensors: HashMap<String, Tensor>, synthetic: bool) -> Result<Self> {
+        let (mut matrices, mut vectors) = (HashMap::new(), HashMap::new());
+        for (name, tensor) in tensors {
+            match tensor {
+                Tensor::Matrix(m) => matrices.insert(name, m).map(drop),
+                Tensor::Vector(v) => vectors.insert(name, v).map(drop),
+            };
+        }
+        let missing = |n: &str| Error::MissingTensors(vec![n.into()]);
+        let mut mat = |n: &str| matrices.remove(n).ok_or_else(|| missing(n));
+        let mut vec = |n: &str| vectors.remove(n).ok_or_else(|| missing(n));
+        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        for l in 0..config.num_hidden_layers {
+            let n = LayerNames::new(l);
+            let mut linear = |names: &LinearNames| -> Result<GpuLinear> {
+                let bias = names.bias.as_deref().map(&mut vec).transpose()?;
+                Ok(GpuLinear { weight: mat(&names.weight)?, bias })
+            };
+            let (q_proj, k_proj, v_proj, o_proj) =
+                (linear(&n.q_proj)?, linear(&n.k_proj)?, linear(&n.v_proj)?, linear(&n.o_proj)?);
+            let (gate_proj, up_proj, down_proj) = (linear(&n.gate_proj)?, linear(&n.up_proj)?, linear(&n.down_proj)?);
+            layers.push(GpuLayer {
+                input_layernorm: vec(&n.input_layernorm)?,
+                q_proj,
+                k_proj,
+                v_proj,
+                o_proj,
+                post_attention_layernorm: vec(&n.post_attention_layernorm)?,
+                gate_proj,
+                up_proj,
+                down_proj,
+            });
+        }
+        let embed_tokens = mat(EMBED_TOKENS)?;
+        let lm_head = if config.tie_word_embeddings { None } else { Some(mat(LM_HEAD)?) };
+        let norm = vec(NORM)?;
+        Ok(GpuWeights { config, embed_tokens, layers, norm, lm_head, synthetic })
     }
-    let missing = |n: &str| Error::MissingTensors(vec![n.into()]);
-    let mut mat = |n: &str| matrices.remove(n).ok_or_else(|| missing(n));
-    let mut vec = |n: &str| vectors.remove(n).ok_or_else(|| missing(n));
-    let mut layers = Vec::with_capacity(config.num_hidden_layers);
-    for l in 0..config.num_hidden_layers {
-        let p = |s: &str| format!("model.layers.{l}.{s}");
-        let mut linear = |name: &str, bias: bool| -> Result<GpuLinear> {
-            Ok(GpuLinear {
-                weight: mat(&p(&format!("{name}.weight")))?,
-                bias: if bias { Some(vec(&p(&format!("{name}.bias")))?) } else { None },
-            })
-        };
-        let (q_proj, k_proj, v_proj) =
-            (linear("self_attn.q_proj", true)?, linear("self_attn.k_proj", true)?, linear("self_attn.v_proj", true)?);
-        let o_proj = linear("self_attn.o_proj", false)?;
-        let (gate_proj, up_proj, down_proj) =
-            (linear("mlp.gate_proj", false)?, linear("mlp.up_proj", false)?, linear("mlp.down_proj", false)?);
-        layers.push(GpuLayer {
-            input_layernorm: vec(&p("input_layernorm.weight"))?,
-            q_proj,
-            k_proj,
-            v_proj,
-            o_proj,
-            post_attention_layernorm: vec(&p("post_attention_layernorm.weight"))?,
-            gate_proj,
-            up_proj,
-            down_proj,
-        });
-    }
-    let embed_tokens = mat("model.embed_tokens.weight")?;
-    let lm_head = if config.tie_word_embeddings { None } else { Some(mat("lm_head.weight")?) };
-    let norm = vec("model.norm.weight")?;
-    Ok(GpuWeights { config, embed_tokens, layers, norm, lm_head, synthetic: false })
 }
 
 /// A [`TensorSink`] that uploads a safetensors stream to the GPU as it arrives: matrices are
@@ -154,8 +127,6 @@ pub struct GpuLoader {
     vector_bytes: Vec<u8>,
     /// Bytes written since the last flush of wgpu's staging memory.
     unflushed: u64,
-    /// Total bytes received, for progress reports.
-    pub received: u64,
 }
 
 /// Submit queued writes after this many bytes, so staging memory stays bounded.
@@ -171,7 +142,6 @@ impl GpuLoader {
             carry: Vec::new(),
             vector_bytes: Vec::new(),
             unflushed: 0,
-            received: 0,
         }
     }
 
@@ -179,7 +149,7 @@ impl GpuLoader {
     pub fn finish(self) -> Result<GpuWeights> {
         self.gpu.queue.submit([]);
         self.gpu.check()?;
-        assemble(self.config, self.tensors)
+        GpuWeights::from_tensors(self.config, self.tensors, false)
     }
 
     fn write(&mut self, name: &str, bytes: &[u8]) {
@@ -195,7 +165,7 @@ impl TensorSink for GpuLoader {
     fn header(&mut self, _file: &str, tensors: &[TensorInfo]) -> Result<()> {
         for t in tensors {
             // A tied checkpoint's copy of the head is not needed: the embedding serves.
-            if t.name == "lm_head.weight" && self.config.tie_word_embeddings {
+            if t.name == LM_HEAD && self.config.tie_word_embeddings {
                 continue;
             }
             if let [rows, cols] = t.shape[..] {
@@ -207,7 +177,6 @@ impl TensorSink for GpuLoader {
     }
 
     fn piece(&mut self, t: &TensorInfo, offset: u64, mut bytes: &[u8]) -> Result<()> {
-        self.received += bytes.len() as u64;
         if offset == 0 {
             (self.written, self.carry, self.vector_bytes) = (0, Vec::new(), Vec::new());
         }
@@ -248,8 +217,6 @@ impl TensorSink for GpuLoader {
 /// through the same [`GpuLoader`]).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn load_dir(gpu: &Rc<Gpu>, dir: &std::path::Path) -> Result<GpuWeights> {
-    let path = dir.join("config.json");
-    let bytes = std::fs::read(&path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
-    let config = Qwen2Config::from_json(&bytes)?;
+    let config = Qwen2Config::load(dir)?;
     crate::weights::read_model_dir(dir, &config, GpuLoader::new(gpu.clone(), &config))?.finish()
 }

@@ -7,13 +7,15 @@
 mod attention;
 mod linear;
 mod rows;
+mod synthetic;
 
 pub use attention::{
     ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
     kv_copy,
 };
 pub use linear::{Linear, LinearBuffers, MATVEC_MAX_ROWS};
-pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK, fill_synthetic};
+pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK};
+pub use synthetic::{fill_synthetic, synthetic_weights};
 
 use crate::gpu::{Binding, Binding::*, Dispatcher, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS, Work};
 

@@ -1,11 +1,9 @@
 //! Row-wise kernels: the embedding gather, RMSNorm, SwiGLU, the read-out gather, the LM head's
-//! top-k and choice rows, and the synthetic weight fill.
+//! top-k and choice rows.
 
 use std::rc::Rc;
 
-use super::{
-    EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, SILU_MUL, SYNTHETIC, TOP_K, div_up, grid_2d, uniform, work,
-};
+use super::{EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, SILU_MUL, TOP_K, div_up, uniform, work};
 use crate::gpu::{Gpu, Kernel, PackedMatrix};
 
 uniform!(
@@ -23,10 +21,6 @@ uniform!(
 uniform!(
     /// top_k.wgsl's `Shape`.
     TopKShape { cols: u32, stride: u32, _pad0: u32, _pad1: u32 }
-);
-uniform!(
-    /// synthetic.wgsl's `Shape`.
-    SyntheticShape { seed: u32, first: u32, pairs: u32, scale: f32 }
 );
 
 fn cols_shape(cols: usize) -> ColsShape {
@@ -191,17 +185,5 @@ impl LmHeadRows {
                 work(bytes, 2 * ids * rows * self.cols / chunks),
             );
         }
-    }
-}
-
-/// Fills a matrix with the synthetic weights of tensor `seed` (see `synthetic.wgsl`).
-pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, scale: f32) {
-    let kernel = gpu.kernel(&SYNTHETIC, &[]);
-    for c in &m.chunks {
-        let pairs = c.rows * m.cols / 2;
-        let shape = SyntheticShape { seed, first: (c.row_start * m.cols) as u32, pairs: pairs as u32, scale };
-        let group = gpu.bind(&kernel, &[&gpu.uniform("synthetic", &shape), &c.buffer]);
-        let (x, y) = grid_2d(div_up(pairs, 256));
-        pass.dispatch(&kernel, &group, (x, y, 1), work(pairs * 2 * m.dtype.size(), 0));
     }
 }

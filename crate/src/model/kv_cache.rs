@@ -1,19 +1,20 @@
 //! The KV cache on the GPU: allocated once for `slots` sequences of up to `capacity` tokens,
 //! with an explicit length per slot. Layout per layer: keys and values `[slots * capacity,
 //! kv_dim]` f32, sequence s at rows `s * capacity ..`. A slot can start from a copy of another
-//! slot's prefix (a shared document prefilled once).
+//! slot's prefix (a shared document prefilled once). [`crate::model::Model`] owns it and offers
+//! its operations under the domain's names.
 
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Dispatcher, Gpu};
 use crate::ops;
 
-pub struct KvCache {
-    pub slots: usize,
-    pub capacity: usize,
+pub(super) struct KvCache {
+    slots: usize,
+    capacity: usize,
     kv_dim: usize,
-    pub(crate) k: Vec<wgpu::Buffer>, // per layer [slots * capacity, kv_dim]
-    pub(crate) v: Vec<wgpu::Buffer>, // per layer [slots * capacity, kv_dim]
+    k: Vec<wgpu::Buffer>, // per layer [slots * capacity, kv_dim]
+    v: Vec<wgpu::Buffer>, // per layer [slots * capacity, kv_dim]
     lens: Vec<usize>,
 }
 
@@ -29,30 +30,51 @@ impl KvCache {
         Ok(Self { slots, capacity, kv_dim, k: layer("k_cache"), v: layer("v_cache"), lens: vec![0; slots] })
     }
 
-    /// Tokens held by `slot`.
-    pub fn len(&self, slot: usize) -> usize {
-        self.lens[slot]
+    pub fn slots(&self) -> usize {
+        self.slots
     }
 
-    pub fn is_empty(&self, slot: usize) -> bool {
-        self.lens[slot] == 0
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Layer `l`'s key and value buffers.
+    pub fn layer(&self, l: usize) -> (&wgpu::Buffer, &wgpu::Buffer) {
+        (&self.k[l], &self.v[l])
+    }
+
+    fn check_slot(&self, slot: usize) -> Result<()> {
+        if slot >= self.slots {
+            return Err(Error::Input(format!("KV slot {slot} does not exist ({} slots)", self.slots)));
+        }
+        Ok(())
+    }
+
+    /// Tokens held by `slot`.
+    pub fn tokens_in(&self, slot: usize) -> Result<usize> {
+        self.check_slot(slot)?;
+        Ok(self.lens[slot])
+    }
+
+    /// First cache row of `slot` (which must exist).
+    pub fn row_base(&self, slot: usize) -> usize {
+        slot * self.capacity
     }
 
     /// Forgets `slot`'s tokens (the memory is reused as is).
-    pub fn reset(&mut self, slot: usize) {
+    pub fn forget(&mut self, slot: usize) -> Result<()> {
+        self.check_slot(slot)?;
         self.lens[slot] = 0;
+        Ok(())
     }
 
-    pub fn reset_all(&mut self) {
+    pub fn forget_all(&mut self) {
         self.lens.fill(0);
     }
 
     /// Checks that `slot` exists and can take `more` tokens.
-    pub(crate) fn check_room(&self, slot: usize, more: usize) -> Result<()> {
-        if slot >= self.slots {
-            return Err(Error::Input(format!("KV slot {slot} does not exist ({} slots)", self.slots)));
-        }
-        let total = self.lens[slot] + more;
+    pub fn check_room(&self, slot: usize, more: usize) -> Result<()> {
+        let total = self.tokens_in(slot)? + more;
         if total > self.capacity {
             return Err(Error::ContextOverflow {
                 tokens: total,
@@ -62,24 +84,24 @@ impl KvCache {
         Ok(())
     }
 
-    pub(crate) fn advance(&mut self, slot: usize, by: usize) {
+    /// Records `by` tokens written to `slot` (checked by [`KvCache::check_room`] before).
+    pub fn advance(&mut self, slot: usize, by: usize) {
         self.lens[slot] += by;
     }
 
     /// Makes `to` hold a copy of the first `len` tokens of `from` (all layers), so a shared
     /// prefix is computed once and then continued by several sequences.
     pub fn copy_prefix(&mut self, gpu: &Gpu, from: usize, to: usize, len: usize) -> Result<()> {
-        if from >= self.slots || to >= self.slots {
-            return Err(Error::Input(format!("KV slot {} does not exist ({} slots)", from.max(to), self.slots)));
-        }
-        if len > self.lens[from] {
-            return Err(Error::Input(format!("slot {from} holds {} tokens, not {len}", self.lens[from])));
+        let held = self.tokens_in(from)?;
+        self.check_slot(to)?;
+        if len > held {
+            return Err(Error::Input(format!("slot {from} holds {held} tokens, not {len}")));
         }
         if from != to && len > 0 {
-            let (src, dst) = ((from * self.capacity) as u32, (to * self.capacity) as u32);
+            let (src, dst) = (self.row_base(from) as u32, self.row_base(to) as u32);
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             {
-                let mut pass = crate::gpu::Dispatcher::new(&mut encoder, "kv copy", None);
+                let mut pass = Dispatcher::new(&mut encoder, "kv copy", None);
                 for (k, v) in self.k.iter().zip(&self.v) {
                     let shape = ops::KvCopyShape { src, dst, rows: len as u32, kv_dim: self.kv_dim as u32 };
                     ops::kv_copy(gpu, &mut pass, (k, v), shape);

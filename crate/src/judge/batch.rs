@@ -1,0 +1,174 @@
+//! Strategy C: many requests in one batched prefill, each in its own KV slot, answered by
+//! strategy B's choice head; optionally over a shared prefix computed once.
+
+use super::{Answer, BatchRecord, BatchTimings, Engine, JudgeRequest, Judgment, Phase, PhaseClock, Room, Strategy};
+use crate::choice::{CLOSING, ChoiceSet, ConstrainedPick, fork_logits};
+use crate::clock::now_ms;
+use crate::error::{Error, Result};
+use crate::model::{Head, Readout, Sequence};
+
+/// Each request's choices, tokenized, and how far its constrained walk has got.
+struct Walker {
+    set: ChoiceSet,
+    pick: ConstrainedPick,
+    /// Choice logits and probabilities where its choices first differ.
+    fork: Option<(Vec<f32>, Vec<f32>)>,
+}
+
+impl Engine {
+    /// Strategy C: every request in one batched prefill (each in its own KV slot), answered
+    /// by strategy B's choice head. With `shared_prefix`, the prompts' longest common token
+    /// prefix (the document) is prefilled once in slot 0 and copied to every slot first. The
+    /// model grows to hold every request at once.
+    pub async fn judge_batch(
+        &mut self,
+        reqs: &[JudgeRequest],
+        shared_prefix: bool,
+    ) -> Result<(BatchRecord, Vec<Judgment>)> {
+        let start = now_ms();
+        let mut walkers = self.tokenize_batch(reqs)?;
+        let sets: Vec<&ChoiceSet> = walkers.iter().map(|w| &w.set).collect();
+        let shared = if shared_prefix { shared_prefix_len(&sets) } else { 0 };
+        let batch_tokens: usize = sets.iter().map(|s| s.base.len() - shared).sum();
+        let longest = sets.iter().map(|s| s.base.len() + s.sequences.iter().map(Vec::len).max().unwrap_or(0)).max();
+        let choice_ids = sets.iter().map(|s| s.all_tokens().len()).sum();
+        let n = reqs.len();
+        let room = Room { slots: n, longest: longest.unwrap_or(0), batch_tokens, rows: n, choice_ids };
+        self.make_room(room)?;
+        let mut clock = PhaseClock::default();
+        clock.timings.tokenize = now_ms() - start;
+        self.model.forget_all();
+        let shared_prefill = self.prefill_shared_prefix(&walkers, shared, &mut clock).await?;
+        let decode_steps = self.walk_batch(&mut walkers, shared, &mut clock).await?;
+        clock.timings.total = now_ms() - start;
+        let total_ms = clock.timings.total;
+        let record = BatchRecord {
+            strategy: Strategy::Batched,
+            judgments: n,
+            shared_prefix_tokens: shared,
+            batch_prefill_tokens: batch_tokens,
+            longest_prompt_tokens: walkers.iter().map(|w| w.set.base.len()).max().unwrap_or(0),
+            decode_steps,
+            timings_ms: BatchTimings {
+                tokenize: clock.timings.tokenize,
+                shared_prefill,
+                prefill: clock.timings.prefill - shared_prefill,
+                decode: clock.timings.decode.clone(),
+                total: total_ms,
+            },
+            gpu_timings_ms: clock.gpu.clone(),
+            judgments_per_s: n as f64 / (total_ms / 1e3),
+            synthetic: self.synthetic(),
+        };
+        let judgments = walkers
+            .into_iter()
+            .zip(reqs)
+            .map(|(w, req)| {
+                let (choice_logits, probs) = w.fork.unwrap_or_default();
+                let answer = Answer {
+                    index: w.pick.decided(),
+                    picked: w.pick.picked,
+                    choice_logits,
+                    probs,
+                    prompt_tokens: w.set.base.len(),
+                    healed_tokens: w.set.healed,
+                    top: None,
+                };
+                let clock = PhaseClock { timings: clock.timings.clone(), gpu: clock.gpu.clone() };
+                self.judgment(Strategy::Batched, &req.choices, answer, clock)
+            })
+            .collect::<Result<_>>()?;
+        Ok((record, judgments))
+    }
+
+    /// Each request's choice set, or an error naming the request.
+    fn tokenize_batch(&self, reqs: &[JudgeRequest]) -> Result<Vec<Walker>> {
+        if reqs.is_empty() {
+            return Err(Error::Input("an empty batch of requests".into()));
+        }
+        let tok = &self.tokenizer;
+        reqs.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let prompt = tok.chat_prompt(r.system.as_deref(), &r.user, r.prefix())?;
+                let set = ChoiceSet::new(tok, &prompt, &r.choices, CLOSING)
+                    .map_err(|e| Error::Input(format!("request {}: {e}", i + 1)))?;
+                Ok(Walker { pick: ConstrainedPick::new(&set), set, fork: None })
+            })
+            .collect()
+    }
+
+    /// Prefills the first `shared` tokens once in slot 0 and copies them to every other slot;
+    /// returns its wall milliseconds (0 without a shared prefix).
+    async fn prefill_shared_prefix(
+        &mut self,
+        walkers: &[Walker],
+        shared: usize,
+        clock: &mut PhaseClock,
+    ) -> Result<f64> {
+        if shared == 0 {
+            return Ok(0.0);
+        }
+        let base = &walkers[0].set.base;
+        let readout = Readout::last(Head::Choices(&base[..1]));
+        let out = self.model.prefill(&[Sequence { slot: 0, tokens: &base[..shared] }], readout).await?;
+        for slot in 1..walkers.len() {
+            self.model.share_prefix(0, slot, shared)?;
+        }
+        clock.record(&out.timing, Phase::Prefill);
+        Ok(out.timing.wall_ms)
+    }
+
+    /// The batched prefill of every prompt (after the shared prefix), then decode steps for the
+    /// requests whose choices are still tied, until all are decided. Returns the decode steps.
+    async fn walk_batch(&mut self, walkers: &mut [Walker], shared: usize, clock: &mut PhaseClock) -> Result<usize> {
+        let mut decode_steps = 0;
+        loop {
+            let open: Vec<usize> = (0..walkers.len()).filter(|&i| walkers[i].pick.decided().is_none()).collect();
+            if open.is_empty() {
+                return Ok(decode_steps);
+            }
+            let allowed: Vec<Vec<u32>> = open.iter().map(|&i| walkers[i].pick.allowed(&walkers[i].set)).collect();
+            let mut union: Vec<u32> = allowed.iter().flatten().copied().collect();
+            union.sort_unstable();
+            union.dedup();
+            let readout = Readout::last(Head::Choices(&union));
+            let phase = if walkers[open[0]].pick.picked.is_empty() { Phase::Prefill } else { Phase::Decode };
+            let out = match phase {
+                Phase::Prefill => {
+                    let batch: Vec<Sequence> =
+                        open.iter().map(|&i| Sequence { slot: i, tokens: &walkers[i].set.base[shared..] }).collect();
+                    self.model.prefill(&batch, readout).await?
+                }
+                Phase::Decode => {
+                    let last = |i: usize| walkers[i].pick.picked.last().copied().unwrap_or_default();
+                    let steps: Vec<(usize, u32)> = open.iter().map(|&i| (i, last(i))).collect();
+                    decode_steps += 1;
+                    self.model.decode(&steps, readout).await?
+                }
+            };
+            clock.record(&out.timing, phase);
+            for ((&i, allowed), row) in open.iter().zip(&allowed).zip(&out.rows) {
+                let w = &mut walkers[i];
+                let logits: Vec<f32> =
+                    allowed.iter().filter_map(|t| union.binary_search(t).ok().map(|at| row.logits[at])).collect();
+                if allowed.len() > 1 && w.fork.is_none() {
+                    w.fork = Some(fork_logits(&w.set, w.pick.picked.len(), allowed, &logits));
+                }
+                w.pick.step(&w.set, &logits);
+            }
+        }
+    }
+}
+
+/// Longest common token prefix of every set's base, leaving each at least one token of its own.
+fn shared_prefix_len(sets: &[&ChoiceSet]) -> usize {
+    let first = &sets[0].base;
+    let common = sets[1..]
+        .iter()
+        .map(|s| first.iter().zip(&s.base).take_while(|(a, b)| a == b).count())
+        .min()
+        .unwrap_or(first.len());
+    let shortest = sets.iter().map(|s| s.base.len()).min().unwrap_or(0);
+    common.min(shortest.saturating_sub(1))
+}

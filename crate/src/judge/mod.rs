@@ -1,0 +1,165 @@
+//! One judgment answered three ways on the same engine, every phase timed:
+//!
+//! - A, token by token: the reply `{"choice": "<c>"}` is generated one forward pass per token,
+//!   either `schema`-constrained (boilerplate forced, the choice constrained: what JSON-schema
+//!   engines do; every token still costs a decode step) or `free` (greedy until the JSON closes).
+//! - B, prefill + one token: the prompt ends with the response prefix `{"choice": "`; the answer
+//!   is read at the prefill's last position, so no decode step is needed when the choices'
+//!   first tokens differ. Its head computes either the full vocabulary or the choices' rows.
+//! - C, batched: many judgments in one prefill of variable-length sequences, optionally over
+//!   a shared prefix (a document) whose KV cache is computed once.
+//!
+//! `record.rs` holds what goes in and comes out, `single.rs` strategies A and B, `batch.rs` C.
+//! The engine sizes its model itself: every call grows it to fit the request.
+
+mod batch;
+mod record;
+mod single;
+
+use std::rc::Rc;
+
+pub use record::{
+    Answer, BatchRecord, BatchTimings, DEFAULT_PREFIX, GpuTimings, JudgeRequest, Judgment, JudgmentContext, Strategy,
+    Timings, json_object_closed, parse_choice,
+};
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, GpuWeights};
+use crate::model::{ForwardTiming, Model, ModelOptions, Readout, RowOut, Sequence};
+use crate::tokenizer::Tokenizer;
+
+/// Most tokens strategy A-free generates before giving up on a closing `}`.
+pub const FREE_TOKEN_LIMIT: usize = 32;
+
+/// Options of [`Engine::judge_all`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JudgeOptions {
+    /// Also report the unconstrained top-k tokens where the answer is read (full heads).
+    pub top_k: usize,
+    /// Also give B's records each choice's full-sequence log-probability (a second pass).
+    pub sequence_logprobs: bool,
+}
+
+/// A model with its tokenizer: everything needed to judge.
+pub struct Engine {
+    model: Model,
+    tokenizer: Tokenizer,
+}
+
+/// Sizes a call needs: `slots` sequences of up to `longest` tokens each (generation included),
+/// `batch_tokens` in the largest forward, `rows` read out at once.
+struct Room {
+    slots: usize,
+    longest: usize,
+    batch_tokens: usize,
+    rows: usize,
+    choice_ids: usize,
+}
+
+/// Sizes grow in steps of this many tokens, so requests of similar lengths reuse a set-up.
+const GROWTH_STEP: usize = 64;
+
+impl Engine {
+    pub fn new(model: Model, tokenizer: Tokenizer) -> Self {
+        Self { model, tokenizer }
+    }
+
+    /// An engine on `weights` at small starting sizes ([`ModelOptions::STARTING`]); each call
+    /// grows them as it needs.
+    pub fn load(gpu: Rc<Gpu>, weights: GpuWeights, tokenizer: Tokenizer) -> Result<Self> {
+        Ok(Self::new(Model::new(gpu, weights, ModelOptions::STARTING)?, tokenizer))
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub fn model_mut(&mut self) -> &mut Model {
+        &mut self.model
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn synthetic(&self) -> bool {
+        self.model.weights().synthetic
+    }
+
+    /// Answers `req` with each of `strategies` in turn (the CLI's and the page's `judge`).
+    pub async fn judge_all(
+        &mut self,
+        req: &JudgeRequest,
+        strategies: &[Strategy],
+        options: JudgeOptions,
+    ) -> Result<Vec<Judgment>> {
+        let mut out = Vec::with_capacity(strategies.len());
+        for &strategy in strategies {
+            let mut record = self.judge(req, strategy, options.top_k).await?;
+            if options.sequence_logprobs && strategy.reads_answer_at_prefill() {
+                record.sequence_logprobs = Some(self.sequence_logprobs(req).await?);
+            }
+            out.push(record);
+        }
+        Ok(out)
+    }
+
+    /// The last position of `ids` through the whole model: every logit and the final hidden
+    /// state (the `logits` diagnostic; tests compare it with the CPU reference).
+    pub async fn logits(&mut self, ids: &[u32]) -> Result<RowOut> {
+        self.model.resize(ModelOptions::single(ids.len()))?;
+        let readout = Readout { hidden: true, ..Readout::LOGITS };
+        let mut out = self.model.prefill(&[Sequence { slot: 0, tokens: ids }], readout).await?;
+        Ok(out.rows.remove(0))
+    }
+
+    /// Grows the model to `room`, or fails if a sequence cannot fit the model's context.
+    fn make_room(&mut self, room: Room) -> Result<()> {
+        let context = self.model.config().max_position_embeddings;
+        if room.longest > context {
+            return Err(Error::ContextOverflow {
+                tokens: room.longest,
+                limit: format!("the model's context is {context} tokens"),
+            });
+        }
+        let step = |n: usize| n.next_multiple_of(GROWTH_STEP);
+        self.model.grow_to(ModelOptions {
+            max_tokens: step(room.batch_tokens),
+            kv_slots: room.slots,
+            kv_capacity: step(room.longest).min(context),
+            max_rows: room.rows,
+            max_choice_ids: room.choice_ids,
+        })
+    }
+}
+
+/// Timing bookkeeping of one judgment.
+#[derive(Default)]
+struct PhaseClock {
+    timings: Timings,
+    gpu: Option<GpuTimings>,
+}
+
+/// Which phase a forward pass belongs to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Prefill,
+    Decode,
+}
+
+impl PhaseClock {
+    fn record(&mut self, t: &ForwardTiming, phase: Phase) {
+        self.timings.readback += t.readback_ms;
+        match phase {
+            Phase::Prefill => self.timings.prefill += t.wall_ms,
+            Phase::Decode => self.timings.decode.push(t.wall_ms),
+        }
+        if let Some(ms) = t.gpu_ms() {
+            let g = self.gpu.get_or_insert_with(GpuTimings::default);
+            match phase {
+                Phase::Prefill => g.prefill += ms,
+                Phase::Decode => g.decode.push(ms),
+            }
+        }
+    }
+}

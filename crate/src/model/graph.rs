@@ -1,0 +1,273 @@
+//! The model's kernels, bound once to its weights and buffers: the embedding, one [`LayerOps`]
+//! per decoder layer, and the head. Encoding them is the forward pass, in HF's order and names.
+
+use super::ModelOptions;
+use super::kv_cache::KvCache;
+use super::plan::{Plan, PlanInputs};
+use super::readout::{Readback, ReadbackSources, TIMED_PASSES};
+use crate::config::Qwen2Config;
+use crate::error::Result;
+use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, PassTimer};
+use crate::ops::{
+    Attention, AttentionBuffers, AttentionDims, Embedding, GatherRows, KvWrite, Linear, LinearBuffers, LmHeadRows,
+    RmsNorm, SiluMul, TOP_K_MAX, TopK,
+};
+
+/// Bytes of `n` 4-byte words (f32 or u32).
+fn words(n: usize) -> u64 {
+    (n * 4) as u64
+}
+
+/// Per-call inputs and read-out buffers, sized for [`ModelOptions`].
+pub(super) struct Scratch {
+    tokens: wgpu::Buffer,         // uniform: M
+    rows: wgpu::Buffer,           // uniform: R, top_k
+    ids: wgpu::Buffer,            // [M] u32
+    token_meta: wgpu::Buffer,     // [M] (cache row base, position)
+    read_positions: wgpu::Buffer, // [R] token index of each read-out position
+    choice_ids: wgpu::Buffer,     // [k] u32
+    logits: wgpu::Buffer,         // [R, vocab]
+    best: wgpu::Buffer,           // [R, 1 + TOP_K_MAX] (logsumexp, top pairs)
+    choice_logits: wgpu::Buffer,  // [R, k]
+    head_normed: wgpu::Buffer,    // [R, hidden]
+    pub staging: wgpu::Buffer,    // see Readback
+    pub timer: Option<PassTimer>, // GPU time of the two passes: layers, head
+}
+
+impl Scratch {
+    fn new(g: &Gpu, c: &Qwen2Config, o: &ModelOptions) -> Self {
+        let (h, v) = (c.hidden_size, c.vocab_size);
+        Self {
+            tokens: g.uniform("tokens", &[0u32; 4]),
+            rows: g.uniform("rows", &[0u32; 4]),
+            ids: g.storage("ids", words(o.max_tokens)),
+            token_meta: g.storage("token_meta", words(2 * o.max_tokens)),
+            read_positions: g.storage("read_positions", words(o.max_rows)),
+            choice_ids: g.storage("choice_ids", words(o.max_choice_ids)),
+            logits: g.storage("logits", words(o.max_rows * v)),
+            best: g.storage("best", words(2 * o.max_rows * (1 + TOP_K_MAX))),
+            choice_logits: g.storage("choice_logits", words(o.max_rows * o.max_choice_ids)),
+            head_normed: g.storage("head_normed", words(o.max_rows * h)),
+            staging: g.staging("readout", Readback::capacity(o.max_rows, o.max_choice_ids, h)),
+            timer: PassTimer::new(g, TIMED_PASSES),
+        }
+    }
+
+    pub fn inputs(&self) -> PlanInputs<'_> {
+        PlanInputs {
+            tokens: &self.tokens,
+            rows: &self.rows,
+            ids: &self.ids,
+            token_meta: &self.token_meta,
+            read_positions: &self.read_positions,
+            choice_ids: &self.choice_ids,
+        }
+    }
+
+    pub fn readback_sources(&self) -> ReadbackSources<'_> {
+        ReadbackSources { best: &self.best, choice_logits: &self.choice_logits, hidden: &self.head_normed }
+    }
+
+    /// `[R, vocab]` logits of a full head.
+    pub fn logits(&self) -> &wgpu::Buffer {
+        &self.logits
+    }
+}
+
+/// Kernels of one decoder layer, bound to its weights and the shared activations.
+struct LayerOps {
+    input_layernorm: RmsNorm,
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    kv_write: KvWrite,
+    attention: Attention,
+    o_proj: Linear,
+    post_attention_layernorm: RmsNorm,
+    gate_proj: Linear,
+    up_proj: Linear,
+    silu_mul: SiluMul,
+    down_proj: Linear,
+}
+
+/// Kernels of the head: the read-out rows' final norm, and the full or choice-rows LM head.
+struct HeadOps {
+    gather_rows: GatherRows,
+    norm: RmsNorm,
+    lm_head: Linear,
+    top_k: TopK,
+    lm_head_rows: LmHeadRows,
+}
+
+/// Activations of every token, `[max_tokens, width]` each.
+struct Activations {
+    x: wgpu::Buffer,      // residual stream [M, hidden]
+    normed: wgpu::Buffer, // [M, hidden]
+    q: wgpu::Buffer,      // [M, hidden]
+    k: wgpu::Buffer,      // [M, kv_dim]
+    v: wgpu::Buffer,      // [M, kv_dim]
+    attn: wgpu::Buffer,   // [M, hidden]
+    gate: wgpu::Buffer,   // [M, intermediate]; silu(gate) * up after silu_mul
+    up: wgpu::Buffer,     // [M, intermediate]
+}
+
+impl Activations {
+    fn new(g: &Gpu, c: &Qwen2Config, tokens: usize) -> Self {
+        let act = |name: &str, width: usize| g.storage(name, words(tokens * width));
+        let (h, kv, i) = (c.hidden_size, c.kv_dim(), c.intermediate_size);
+        Self {
+            x: act("x", h),
+            normed: act("normed", h),
+            q: act("q", h),
+            k: act("k", kv),
+            v: act("v", kv),
+            attn: act("attn", h),
+            gate: act("gate", i),
+            up: act("up", i),
+        }
+    }
+}
+
+/// Everything a forward encodes.
+pub(super) struct Graph {
+    pub scratch: Scratch,
+    embed_tokens: Embedding,
+    layers: Vec<LayerOps>,
+    head: HeadOps,
+}
+
+impl Graph {
+    /// Buffers and bound kernels for `weights` at sizes `o`, over the cache `kv`.
+    pub fn new(g: &Gpu, weights: &GpuWeights, kv: &KvCache, o: &ModelOptions) -> Result<Self> {
+        let c = &weights.config;
+        let (h, v) = (c.hidden_size, c.vocab_size);
+        for (what, bytes) in [
+            ("the MLP activations", words(o.max_tokens * c.intermediate_size)),
+            ("the full-vocabulary logits", words(o.max_rows * v)),
+        ] {
+            g.check_binding(what, bytes)?;
+        }
+        let s = Scratch::new(g, c, o);
+        let a = Activations::new(g, c, o.max_tokens);
+        let dims = AttentionDims {
+            heads: c.num_attention_heads,
+            kv_heads: c.num_key_value_heads,
+            head_dim: c.head_dim(),
+            capacity: kv.capacity(),
+        };
+        let shared = LayerShared {
+            inv_freq: g.storage_from("inv_freq", &c.rope_inv_freq()),
+            partial: g.storage("attention partial", dims.partial_bytes()),
+            dims,
+        };
+        let layers = (0..c.num_hidden_layers)
+            .map(|l| LayerOps::new(g, c, &weights.layers[l], kv.layer(l), &s, &a, &shared))
+            .collect::<Result<_>>()?;
+        let head_x = g.storage("head_x", words(o.max_rows * h));
+        let lm_head = weights.head();
+        let head_io = LinearBuffers { tokens: &s.rows, x: &s.head_normed, bias: None, y: &s.logits, out_cols: v };
+        let head = HeadOps {
+            gather_rows: GatherRows::new(g, &s.read_positions, &a.x, &head_x, h),
+            norm: RmsNorm::new(g, &head_x, &weights.norm, &s.head_normed, h, c.rms_norm_eps),
+            lm_head: Linear::new(g, lm_head, head_io, false),
+            top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v),
+            lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, lm_head, &s.choice_logits),
+        };
+        Ok(Self { embed_tokens: Embedding::new(g, &s.ids, &weights.embed_tokens, &a.x), layers, head, scratch: s })
+    }
+
+    /// Embedding and decoder layers: the residual stream x of every token, layer by layer.
+    pub fn encode_layers(&self, d: &mut Dispatcher, plan: &Plan) {
+        let m = plan.tokens();
+        self.embed_tokens.encode(d, m);
+        for (i, l) in self.layers.iter().enumerate() {
+            d.set_layer(Some(i));
+            l.encode(d, plan);
+        }
+        d.set_layer(None);
+    }
+
+    /// Final norm and LM head, on the read-out positions only.
+    pub fn encode_head(&self, d: &mut Dispatcher, plan: &Plan) {
+        let (r, head) = (plan.rows(), &self.head);
+        head.gather_rows.encode(d, r);
+        head.norm.encode(d, r);
+        if plan.top_k > 0 {
+            head.lm_head.encode(d, r);
+            head.top_k.encode(d, r, plan.top_k);
+        }
+        if plan.choices > 0 {
+            head.lm_head_rows.encode(d, plan.choices as u32, r);
+        }
+    }
+}
+
+/// What every layer's attention shares: the RoPE frequencies, the head shapes and the split
+/// attention's partial results.
+struct LayerShared {
+    inv_freq: wgpu::Buffer,
+    partial: wgpu::Buffer,
+    dims: AttentionDims,
+}
+
+impl LayerOps {
+    fn new(
+        g: &Gpu,
+        c: &Qwen2Config,
+        w: &crate::gpu::GpuLayer,
+        (k_cache, v_cache): (&wgpu::Buffer, &wgpu::Buffer),
+        s: &Scratch,
+        a: &Activations,
+        shared: &LayerShared,
+    ) -> Result<Self> {
+        let (h, eps) = (c.hidden_size, c.rms_norm_eps);
+        let lin = |x: &wgpu::Buffer, l: &GpuLinear, y: &wgpu::Buffer, accumulate: bool| {
+            let io = LinearBuffers { tokens: &s.tokens, x, bias: l.bias.as_ref(), y, out_cols: l.weight.rows };
+            Linear::new(g, &l.weight, io, accumulate)
+        };
+        let attention = AttentionBuffers {
+            meta: &s.token_meta,
+            q: &a.q,
+            k_cache,
+            v_cache,
+            out: &a.attn,
+            partial: &shared.partial,
+            inv_freq: &shared.inv_freq,
+        };
+        let kv_io = ((&a.k, &a.v), (k_cache, v_cache));
+        Ok(LayerOps {
+            input_layernorm: RmsNorm::new(g, &a.x, &w.input_layernorm, &a.normed, h, eps),
+            q_proj: lin(&a.normed, &w.q_proj, &a.q, false),
+            k_proj: lin(&a.normed, &w.k_proj, &a.k, false),
+            v_proj: lin(&a.normed, &w.v_proj, &a.v, false),
+            kv_write: KvWrite::new(g, &s.token_meta, &shared.inv_freq, kv_io.0, kv_io.1, (c.kv_dim(), c.head_dim())),
+            attention: Attention::new(g, attention, shared.dims)?,
+            o_proj: lin(&a.attn, &w.o_proj, &a.x, true),
+            post_attention_layernorm: RmsNorm::new(g, &a.x, &w.post_attention_layernorm, &a.normed, h, eps),
+            gate_proj: lin(&a.normed, &w.gate_proj, &a.gate, false),
+            up_proj: lin(&a.normed, &w.up_proj, &a.up, false),
+            silu_mul: SiluMul::new(g, &a.gate, &a.up, c.intermediate_size),
+            down_proj: lin(&a.gate, &w.down_proj, &a.x, true),
+        })
+    }
+
+    fn encode(&self, d: &mut Dispatcher, plan: &Plan) {
+        let m = plan.tokens();
+        // Attention block: x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))),
+        // n = input_layernorm(x); the new keys and values join the cache first. RoPE is applied
+        // as kv_write reads the keys and as attention reads the queries.
+        self.input_layernorm.encode(d, m);
+        self.q_proj.encode(d, m);
+        self.k_proj.encode(d, m);
+        self.v_proj.encode(d, m);
+        self.kv_write.encode(d, m);
+        self.attention.encode(d, m, plan.keys);
+        self.o_proj.encode(d, m);
+        // MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)), n = post_attention_layernorm(x).
+        self.post_attention_layernorm.encode(d, m);
+        self.gate_proj.encode(d, m);
+        self.up_proj.encode(d, m);
+        self.silu_mul.encode(d, m);
+        self.down_proj.encode(d, m);
+    }
+}

@@ -1,0 +1,289 @@
+//! The Qwen2 forward pass on the GPU, with HF names.
+//!
+//! One call runs a batch: any number of sequences, each appending its new tokens to its own KV
+//! slot. All tokens of all sequences form one `[M, hidden]` activation; linear layers run as a
+//! tiled matmul (prefill) or, for M <= 32, as a matvec that streams each weight once (decode,
+//! short prefills); see [`crate::ops::Linear`]. On CPU-like devices one barrier-free kernel
+//! serves both. The whole forward is one command encoder and one submit; only what the caller
+//! asks for is read back: argmax ids, k choice logits, or (for tests and diagnostics) full
+//! logit rows.
+//!
+//! - `graph.rs`: the kernels bound to the weights (made once, in [`Model::new`]) and their order;
+//! - `plan.rs`: one call's batch checked and laid out;
+//! - `readout.rs`: what a call reads back, and where in the staging buffer;
+//! - `kv_cache.rs`: the cache, which the model owns.
+
+mod graph;
+mod kv_cache;
+mod plan;
+mod readout;
+
+use std::rc::Rc;
+
+pub use readout::{ForwardOut, ForwardTiming, Head, Positions, Readout, RowOut};
+
+use crate::clock::now_ms;
+use crate::config::Qwen2Config;
+use crate::error::{Error, Result};
+use crate::gpu::{DispatchRecord, Dispatcher, Gpu, GpuWeights, Profiler, read_buffer, read_buffer_timed};
+use graph::Graph;
+use kv_cache::KvCache;
+use plan::Plan;
+use readout::Readback;
+
+/// Sizes fixed when the model is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelOptions {
+    /// Most tokens in one forward call (all sequences together).
+    pub max_tokens: usize,
+    /// Sequences the KV cache holds at once.
+    pub kv_slots: usize,
+    /// Tokens per sequence in the KV cache (prompt + generated).
+    pub kv_capacity: usize,
+    /// Most rows read out per call (usually one per sequence).
+    pub max_rows: usize,
+    /// Most vocabulary ids for a choice-rows head.
+    pub max_choice_ids: usize,
+}
+
+impl ModelOptions {
+    /// Small sizes an engine starts from; it grows them to fit each request.
+    pub const STARTING: ModelOptions =
+        ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 256 };
+
+    /// One sequence of `tokens` tokens, one row read out.
+    pub fn single(tokens: usize) -> Self {
+        let n = tokens.max(1);
+        ModelOptions { max_tokens: n, kv_slots: 1, kv_capacity: n, max_rows: 1, max_choice_ids: 1 }
+    }
+
+    /// Whether every size is at least `need`'s.
+    pub fn covers(&self, need: &ModelOptions) -> bool {
+        self.max_tokens >= need.max_tokens
+            && self.kv_slots >= need.kv_slots
+            && self.kv_capacity >= need.kv_capacity
+            && self.max_rows >= need.max_rows
+            && self.max_choice_ids >= need.max_choice_ids
+    }
+
+    /// The larger of each size.
+    pub fn max(self, o: ModelOptions) -> Self {
+        ModelOptions {
+            max_tokens: self.max_tokens.max(o.max_tokens),
+            kv_slots: self.kv_slots.max(o.kv_slots),
+            kv_capacity: self.kv_capacity.max(o.kv_capacity),
+            max_rows: self.max_rows.max(o.max_rows),
+            max_choice_ids: self.max_choice_ids.max(o.max_choice_ids),
+        }
+    }
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        Self { max_tokens: 1024, kv_slots: 8, kv_capacity: 1024, max_rows: 64, max_choice_ids: 256 }
+    }
+}
+
+/// New tokens for one KV slot.
+#[derive(Debug, Clone, Copy)]
+pub struct Sequence<'a> {
+    pub slot: usize,
+    pub tokens: &'a [u32],
+}
+
+pub struct Model {
+    config: Qwen2Config,
+    gpu: Rc<Gpu>,
+    weights: Rc<GpuWeights>,
+    options: ModelOptions,
+    kv: KvCache,
+    graph: Graph,
+    /// Per-dispatch GPU times, when profiling ([`Model::set_profiling`]).
+    profiler: Option<Profiler>,
+}
+
+impl Model {
+    /// Sets up buffers, kernels and bind groups for `weights` at these sizes (weights can be
+    /// shared by several set-ups: [`Model::resize`]).
+    pub fn new(gpu: Rc<Gpu>, weights: impl Into<Rc<GpuWeights>>, options: ModelOptions) -> Result<Self> {
+        let weights = weights.into();
+        let o = options;
+        if o.max_tokens == 0 || o.max_rows == 0 || o.max_choice_ids == 0 {
+            return Err(Error::Input("model options must all be positive".into()));
+        }
+        let kv = KvCache::new(&gpu, &weights.config, o.kv_slots, o.kv_capacity)?;
+        let graph = Graph::new(&gpu, &weights, &kv, &o)?;
+        gpu.check()?;
+        Ok(Self { config: weights.config.clone(), gpu, weights, options: o, kv, graph, profiler: None })
+    }
+
+    pub fn config(&self) -> &Qwen2Config {
+        &self.config
+    }
+
+    pub fn gpu(&self) -> &Rc<Gpu> {
+        &self.gpu
+    }
+
+    pub fn weights(&self) -> &GpuWeights {
+        &self.weights
+    }
+
+    /// The sizes this model was set up for.
+    pub fn options(&self) -> ModelOptions {
+        self.options
+    }
+
+    /// Sets the model up again at other sizes, on the same weights (a new KV cache and
+    /// activations; every slot starts empty).
+    pub fn resize(&mut self, options: ModelOptions) -> Result<()> {
+        let profiling = self.profiler.is_some();
+        *self = Self::new(self.gpu.clone(), self.weights.clone(), options)?;
+        self.set_profiling(profiling)
+    }
+
+    /// Grows the sizes to cover `need` (each size at least as large as now); does nothing when
+    /// they already do.
+    pub fn grow_to(&mut self, need: ModelOptions) -> Result<()> {
+        if self.options.covers(&need) { Ok(()) } else { self.resize(self.options.max(need)) }
+    }
+
+    /// KV slots: sequences held at once.
+    pub fn kv_slots(&self) -> usize {
+        self.kv.slots()
+    }
+
+    /// Tokens each KV slot holds at most.
+    pub fn kv_capacity(&self) -> usize {
+        self.kv.capacity()
+    }
+
+    /// Tokens `slot` holds.
+    pub fn tokens_in(&self, slot: usize) -> Result<usize> {
+        self.kv.tokens_in(slot)
+    }
+
+    /// Starts `slot` over as an empty sequence.
+    pub fn forget(&mut self, slot: usize) -> Result<()> {
+        self.kv.forget(slot)
+    }
+
+    /// Starts every slot over.
+    pub fn forget_all(&mut self) {
+        self.kv.forget_all();
+    }
+
+    /// Makes slot `to` continue from the first `len` tokens of slot `from` (a shared prefix,
+    /// such as a document, computed once).
+    pub fn share_prefix(&mut self, from: usize, to: usize, len: usize) -> Result<()> {
+        self.kv.copy_prefix(&self.gpu, from, to, len)
+    }
+
+    /// Profile mode: every later forward times each dispatch on its own (one compute pass
+    /// each) and returns them in [`ForwardOut::profile`]. Off by default, and free when off.
+    /// Needs `timestamp-query`.
+    pub fn set_profiling(&mut self, on: bool) -> Result<()> {
+        self.profiler = match (on, self.profiler.take()) {
+            (false, _) => None,
+            (true, Some(p)) => Some(p),
+            (true, None) => Some(Profiler::new(&self.gpu).ok_or_else(|| {
+                Error::Gpu("profiling needs GPU timestamps (timestamp-query), which this device lacks".into())
+            })?),
+        };
+        Ok(())
+    }
+
+    /// Prefill: runs token sequences (of any lengths) through the model in one pass.
+    pub async fn prefill(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<ForwardOut> {
+        self.forward(batch, readout).await
+    }
+
+    /// Decode: one new token per slot, each after what its slot already holds.
+    pub async fn decode(&mut self, steps: &[(usize, u32)], readout: Readout<'_>) -> Result<ForwardOut> {
+        let tokens: Vec<[u32; 1]> = steps.iter().map(|&(_, t)| [t]).collect();
+        let batch: Vec<Sequence> =
+            steps.iter().zip(&tokens).map(|(&(slot, _), t)| Sequence { slot, tokens: t }).collect();
+        self.forward(&batch, readout).await
+    }
+
+    /// The forward pass: embed, the decoder layers, the head, then the read-back. See the
+    /// module docs.
+    pub async fn forward(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<ForwardOut> {
+        self.gpu.check()?;
+        let plan = Plan::new(batch, readout, &self.kv, &self.options, self.config.vocab_size)?;
+        let start = now_ms();
+        let gpu = self.gpu.clone();
+        let g = &*gpu;
+        plan.upload(&g.queue, self.graph.scratch.inputs(), readout.ids());
+        let hidden = if readout.hidden { self.config.hidden_size } else { 0 };
+        let layout = Readback::new(plan.read_positions.len(), plan.top_k, plan.choices, hidden);
+
+        let mut encoder = g.device.create_command_encoder(&Default::default());
+        let layers_end = self.encode(&mut encoder, &plan);
+        let s = &self.graph.scratch;
+        let timer = if self.profiler.is_none() { s.timer.as_ref() } else { None };
+        layout.encode_copies(&mut encoder, s.readback_sources(), &s.staging, timer);
+        let vocab = self.config.vocab_size as u64;
+        let full_bytes = 4 * u64::from(plan.rows()) * vocab;
+        let full = (readout.head == Head::Logits).then(|| {
+            let staging = g.staging("full logits", full_bytes);
+            encoder.copy_buffer_to_buffer(s.logits(), 0, &staging, 0, Some(full_bytes));
+            staging
+        });
+        g.queue.submit([encoder.finish()]);
+        for seq in batch {
+            self.kv.advance(seq.slot, seq.tokens.len());
+        }
+
+        let (bytes, readback_ms) = read_buffer_timed(g, &s.staging, layout.len()).await?;
+        let full = match &full {
+            Some(staging) => Some(read_buffer(g, staging, full_bytes).await?),
+            None => None,
+        };
+        let rows = layout.rows(&bytes, full.as_deref().map(|b| (b, vocab)));
+        let wall_ms = now_ms() - start;
+        let (mut timing, profile) = match &self.profiler {
+            Some(profiler) => profiled_timing(profiler.read(g).await?, layers_end),
+            None => {
+                let pass = |i| s.timer.as_ref().map(|_| layout.pass_ms(g, &bytes, i));
+                (ForwardTiming { gpu_layers_ms: pass(0), gpu_head_ms: pass(1), ..Default::default() }, Vec::new())
+            }
+        };
+        timing.wall_ms = wall_ms;
+        timing.readback_ms = readback_ms;
+        Ok(ForwardOut { rows, timing, profile })
+    }
+
+    /// Encodes the layers and the head: in two timed passes, or in profile mode one pass per
+    /// dispatch. Returns how many profiled dispatches belong to the layers (0 unprofiled).
+    fn encode(&mut self, encoder: &mut wgpu::CommandEncoder, plan: &Plan) -> usize {
+        let graph = &self.graph;
+        match self.profiler.as_mut() {
+            Some(profiler) => {
+                profiler.clear();
+                graph.encode_layers(&mut Dispatcher::profiled(encoder, profiler), plan);
+                let layers_end = profiler.len();
+                graph.encode_head(&mut Dispatcher::profiled(encoder, profiler), plan);
+                profiler.resolve(encoder);
+                layers_end
+            }
+            None => {
+                let timer = graph.scratch.timer.as_ref();
+                graph.encode_layers(&mut Dispatcher::new(encoder, "layers", timer.map(|t| t.writes(0))), plan);
+                graph.encode_head(&mut Dispatcher::new(encoder, "head", timer.map(|t| t.writes(1))), plan);
+                0
+            }
+        }
+    }
+}
+
+/// Layer and head GPU times as sums of the profiled dispatches.
+fn profiled_timing(
+    dispatches: Vec<(DispatchRecord, f64)>,
+    layers_end: usize,
+) -> (ForwardTiming, Vec<(DispatchRecord, f64)>) {
+    let sum = |part: &[(DispatchRecord, f64)]| Some(part.iter().map(|(_, ms)| ms).sum());
+    let (layers, head) = dispatches.split_at(layers_end);
+    let timing = ForwardTiming { gpu_layers_ms: sum(layers), gpu_head_ms: sum(head), ..Default::default() };
+    (timing, dispatches)
+}

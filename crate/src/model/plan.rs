@@ -1,0 +1,151 @@
+//! One forward call laid out for the GPU: the batch checked against the model's sizes, its
+//! per-token inputs, and the uniforms the kernels read.
+
+use super::kv_cache::KvCache;
+use super::readout::{Head, Positions, Readout};
+use super::{ModelOptions, Sequence};
+use crate::error::{Error, Result};
+use crate::ops::{AttendedKeys, TOP_K_MAX};
+
+#[derive(Default)]
+pub(super) struct Plan {
+    /// `[M]` token ids of every sequence's new tokens, in batch order.
+    pub ids: Vec<u32>,
+    /// `[M, 2]` (KV-cache row base, position) of each token: the shaders' `token_meta`.
+    pub token_meta: Vec<u32>,
+    /// `[R]` token index of each read-out position.
+    pub read_positions: Vec<u32>,
+    /// k: vocabulary ids whose logits are read.
+    pub choices: usize,
+    /// Best pairs found by the full head (0: no full head).
+    pub top_k: usize,
+    pub keys: AttendedKeys,
+}
+
+/// The buffers [`Plan::upload`] writes.
+pub(super) struct PlanInputs<'a> {
+    pub tokens: &'a wgpu::Buffer,         // uniform (M, 0, 0, 0)
+    pub rows: &'a wgpu::Buffer,           // uniform (R, top_k, 0, 0)
+    pub ids: &'a wgpu::Buffer,            // [M]
+    pub token_meta: &'a wgpu::Buffer,     // [M, 2]
+    pub read_positions: &'a wgpu::Buffer, // [R]
+    pub choice_ids: &'a wgpu::Buffer,     // [k]
+}
+
+impl Plan {
+    /// Checks `batch` and `readout` against the model's sizes and the cache, and lays them out.
+    pub fn new(
+        batch: &[Sequence<'_>],
+        readout: Readout<'_>,
+        kv: &KvCache,
+        o: &ModelOptions,
+        vocab: usize,
+    ) -> Result<Self> {
+        if batch.is_empty() {
+            return Err(Error::Input("an empty batch".into()));
+        }
+        let mut plan = Plan::default();
+        let mut slots_seen = vec![false; kv.slots()];
+        for seq in batch {
+            if seq.tokens.is_empty() {
+                return Err(Error::Input(format!("sequence for slot {} has no tokens", seq.slot)));
+            }
+            kv.check_room(seq.slot, seq.tokens.len())?;
+            if std::mem::replace(&mut slots_seen[seq.slot], true) {
+                return Err(Error::Input(format!("slot {} appears twice in one batch", seq.slot)));
+            }
+            if let Some(&bad) = seq.tokens.iter().find(|&&t| t as usize >= vocab) {
+                return Err(Error::Input(format!("token id {bad} is outside the vocabulary ({vocab})")));
+            }
+            plan.push(seq, kv.row_base(seq.slot), kv.tokens_in(seq.slot)?, readout.positions);
+        }
+        plan.check_sizes(o)?;
+        plan.set_head(readout, o, vocab)?;
+        Ok(plan)
+    }
+
+    /// Appends one sequence that starts at `start` in the cache rows from `base`.
+    fn push(&mut self, seq: &Sequence<'_>, base: usize, start: usize, positions: Positions) {
+        let (base, start) = (base as u32, start as u32);
+        let first = self.ids.len() as u32;
+        for (i, &t) in seq.tokens.iter().enumerate() {
+            self.ids.push(t);
+            self.token_meta.extend([base, start + i as u32]);
+        }
+        let seen = start + seq.tokens.len() as u32;
+        self.keys.longest = self.keys.longest.max(seen);
+        self.keys.rows += u64::from(seen);
+        self.keys.pairs += (start + 1..=seen).map(u64::from).sum::<u64>();
+        let last = self.ids.len() as u32 - 1;
+        match positions {
+            Positions::Last => self.read_positions.push(last),
+            Positions::All => self.read_positions.extend(first..=last),
+        }
+    }
+
+    fn check_sizes(&self, o: &ModelOptions) -> Result<()> {
+        if self.ids.len() > o.max_tokens {
+            return Err(Error::Input(format!(
+                "a batch of {} tokens; this model was set up for at most {} per call",
+                self.ids.len(),
+                o.max_tokens
+            )));
+        }
+        if self.read_positions.len() > o.max_rows {
+            return Err(Error::Input(format!(
+                "{} rows to read out; this model was set up for at most {}",
+                self.read_positions.len(),
+                o.max_rows
+            )));
+        }
+        Ok(())
+    }
+
+    fn set_head(&mut self, readout: Readout<'_>, o: &ModelOptions, vocab: usize) -> Result<()> {
+        let ids = readout.ids();
+        if ids.len() > o.max_choice_ids || (ids.is_empty() && matches!(readout.head, Head::Choices(_))) {
+            return Err(Error::Input(format!(
+                "{} vocabulary ids to read (1 to {} allowed)",
+                ids.len(),
+                o.max_choice_ids
+            )));
+        }
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= vocab) {
+            return Err(Error::Input(format!("choice id {bad} is outside the vocabulary")));
+        }
+        self.choices = ids.len();
+        self.top_k = match readout.head {
+            Head::Full { top_k, .. } if !(1..=TOP_K_MAX).contains(&top_k) => {
+                return Err(Error::Input(format!("top_k {top_k} (1 to {TOP_K_MAX} allowed)")));
+            }
+            Head::Full { top_k, .. } => top_k,
+            Head::Logits => 1,
+            Head::Choices(_) => 0,
+        };
+        Ok(())
+    }
+
+    /// Tokens in the batch (M).
+    pub fn tokens(&self) -> u32 {
+        self.ids.len() as u32
+    }
+
+    /// Read-out positions (R).
+    pub fn rows(&self) -> u32 {
+        self.read_positions.len() as u32
+    }
+
+    /// Writes the per-call inputs: the uniforms, the ids, the token meta, the read-out
+    /// positions and the choice ids.
+    pub fn upload(&self, queue: &wgpu::Queue, to: PlanInputs, choice_ids: &[u32]) {
+        let words = |b: &wgpu::Buffer, data: &[u32]| queue.write_buffer(b, 0, bytemuck::cast_slice(data));
+        words(to.tokens, &[self.tokens(), 0, 0, 0]);
+        words(to.rows, &[self.rows(), self.top_k as u32, 0, 0]);
+        words(to.ids, &self.ids);
+        words(to.token_meta, &self.token_meta);
+        words(to.read_positions, &self.read_positions);
+        if !choice_ids.is_empty() {
+            words(to.choice_ids, choice_ids);
+        }
+    }
+}

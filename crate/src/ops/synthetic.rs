@@ -1,0 +1,54 @@
+//! Synthetic weights generated on the GPU (values defined in [`crate::synthetic`]): a model of a
+//! real checkpoint's shapes with no download.
+
+use std::collections::HashMap;
+
+use super::{Pass, SYNTHETIC, div_up, grid_2d, uniform, work};
+use crate::config::Qwen2Config;
+use crate::error::Result;
+use crate::gpu::{Dispatcher, Gpu, GpuWeights, PackedMatrix, Tensor};
+use crate::hf_names::expected_tensors;
+use crate::synthetic;
+use crate::weights::Dtype;
+
+uniform!(
+    /// synthetic.wgsl's `Shape`.
+    SyntheticShape { seed: u32, first: u32, pairs: u32, scale: f32 }
+);
+
+/// Fills a matrix with the synthetic weights of tensor `seed` (see `synthetic.wgsl`).
+pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, scale: f32) {
+    let kernel = gpu.kernel(&SYNTHETIC, &[]);
+    for c in &m.chunks {
+        let pairs = c.rows * m.cols / 2;
+        let shape = SyntheticShape { seed, first: (c.row_start * m.cols) as u32, pairs: pairs as u32, scale };
+        let group = gpu.bind(&kernel, &[&gpu.uniform("synthetic", &shape), &c.buffer]);
+        let (x, y) = grid_2d(div_up(pairs, 256));
+        pass.dispatch(&kernel, &group, (x, y, 1), work(pairs * 2 * m.dtype.size(), 0));
+    }
+}
+
+/// A model of `config`'s shapes with synthetic bf16 weights, generated on the GPU in one
+/// submit (norm weights and biases, a few KB, come from the CPU).
+pub fn synthetic_weights(gpu: &Gpu, config: &Qwen2Config) -> Result<GpuWeights> {
+    config.validate()?;
+    let mut tensors = HashMap::new();
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = Dispatcher::new(&mut encoder, "synthetic weights", None);
+        for (name, shape) in expected_tensors(config) {
+            let tensor = match shape[..] {
+                [rows, cols] => {
+                    let m = PackedMatrix::new(gpu, &name, rows, cols, Dtype::BF16)?;
+                    fill_synthetic(gpu, &mut pass, &m, synthetic::seed(&name), synthetic::SCALE);
+                    Tensor::Matrix(m)
+                }
+                _ => Tensor::Vector(gpu.storage_from(&name, &synthetic::vector(&name, shape[0]))),
+            };
+            tensors.insert(name, tensor);
+        }
+    }
+    gpu.queue.submit([encoder.finish()]);
+    gpu.check()?;
+    GpuWeights::from_tensors(config.clone(), tensors, true)
+}
