@@ -1,7 +1,8 @@
 // Fills one row chunk of a synthetic weight matrix with deterministic bf16 values, so a model of
 // the real Qwen2.5 shapes exists on the GPU with no download. Value i of a tensor is
 // (2u - 1) * scale, u uniform in [0, 1) from an integer hash of (tensor seed, i), rounded to bf16
-// (nearest even). The CPU reference computes the same bits (reference::synthetic_value).
+// (nearest even). The CPU computes the same bits (synthetic.rs, matrix_value), so the CPU reference
+// can check a synthetic forward.
 struct Shape {
     seed: u32,         // per-tensor seed
     first: u32,        // index of this chunk's first value in the whole tensor

@@ -179,76 +179,78 @@ export function sweep(el, report, t) {
     ? [{ x: 0, y: 0, w: w1 }, { x: w1 + gap, y: 0, w: w - w1 - gap }]
     : [{ x: 0, y: 0, w }, { x: 0, y: ph + gap, w }];
 
-  // --- left panel: total ms vs prompt tokens
-  {
-    const g = node(svg, 'g', { 'data-panel': 'time' });
-    const b = boxes[0];
-    text(g, b.x, b.y + 12, tx(t, 'totalMs'), { class: 'value' });
-    const items = series.map((s) => ({ cls: `point-measured ${s.cls}`, label: s.name, shape: 'dot' }));
-    if (model) items.push({ cls: 'line-fit', label: tx(t, 'model'), shape: 'line' });
-    const lh = legend(g, items, b.x, b.y + 30, b.w);
-    const box = { x: b.x + 4, y: b.y + 44 + lh, w: b.w - 10, h: ph - 44 - lh - 40 };
-    const fitMax = model ? Math.max(model(2 ** hi, nA), model(2 ** hi, 0)) : 0;
-    const sy = yGrid(g, box, Math.max(fitMax, ...pts.map((q) => q.ms)) * 1.05, tickMs);
-    const sx = xAxis(g, box);
-    if (model) {
-      for (const [key, n, name] of [['a', nA, stratName(t, 'a')], ['b', 0, stratName(t, 'b')]]) {
-        let d = '';
-        for (let i = 0; i <= 48; i++) {
-          const p = 2 ** (lo + ((hi - lo) * i) / 48);
-          d += `${i ? 'L' : 'M'}${rd(sx(p))},${rd(sy(model(p, n)))}`;
-        }
-        tip(node(g, 'path', { d, class: 'line-fit', 'data-kind': 'fit', 'data-series': key }),
-          `${tx(t, 'model')}: ${name}, N = ${formatNum(n)}`);
+  const c = { t, unit, rows, series, pts, xP, xAxis, lo, hi, model, nA, side, ph };
+  sweepTimes(node(svg, 'g', { 'data-panel': 'time' }), boxes[0], c);
+  const bottom = sweepSpeedups(node(svg, 'g', { 'data-panel': 'speedup' }), boxes[1], c);
+  size(svg, w, bottom);
+}
+
+/** Left panel of the sweep: total ms vs prompt tokens, measured points and the cost model. */
+function sweepTimes(g, b, { t, unit, series, pts, xAxis, lo, hi, model, nA, ph }) {
+  text(g, b.x, b.y + 12, tx(t, 'totalMs'), { class: 'value' });
+  const items = series.map((s) => ({ cls: `point-measured ${s.cls}`, label: s.name, shape: 'dot' }));
+  if (model) items.push({ cls: 'line-fit', label: tx(t, 'model'), shape: 'line' });
+  const lh = legend(g, items, b.x, b.y + 30, b.w);
+  const box = { x: b.x + 4, y: b.y + 44 + lh, w: b.w - 10, h: ph - 44 - lh - 40 };
+  const fitMax = model ? Math.max(model(2 ** hi, nA), model(2 ** hi, 0)) : 0;
+  const sy = yGrid(g, box, Math.max(fitMax, ...pts.map((q) => q.ms)) * 1.05, tickMs);
+  const sx = xAxis(g, box);
+  if (model) {
+    for (const [key, n, name] of [['a', nA, stratName(t, 'a')], ['b', 0, stratName(t, 'b')]]) {
+      let d = '';
+      for (let i = 0; i <= 48; i++) {
+        const p = 2 ** (lo + ((hi - lo) * i) / 48);
+        d += `${i ? 'L' : 'M'}${rd(sx(p))},${rd(sy(model(p, n)))}`;
       }
-    }
-    for (const q of pts) {
-      tip(node(g, 'circle', {
-        cx: rd(sx(q.p)), cy: rd(sy(q.ms)), r: 3.5, class: `point-measured ${q.s.cls}`,
-        'data-kind': 'point', 'data-series': q.s.series ?? q.s.key,
-      }), `${tx(t, 'measured')} ${q.s.name}: ${q.p} ${unit}, ${formatMs(q.ms)}`);
+      tip(node(g, 'path', { d, class: 'line-fit', 'data-kind': 'fit', 'data-series': key }),
+        `${tx(t, 'model')}: ${name}, N = ${formatNum(n)}`);
     }
   }
-
-  // --- right panel: speed-up A/B vs prompt tokens, measured and predicted
-  {
-    const g = node(svg, 'g', { 'data-panel': 'speedup' });
-    const b = boxes[1];
-    // The report holds the measured and predicted speed-ups; they are drawn, not recomputed.
-    const predicted = (r) => (model && r.predicted_speedup > 0 ? r.predicted_speedup : null);
-    const sp = [
-      { key: 'b', cls: 'bar-b', name: `${stratName(t, 'a')} / ${stratName(t, 'b')}`, v: (r) => r.speedup },
-      { key: 'bfull', cls: 'bar-bfull', name: `${stratName(t, 'a')} / ${stratName(t, 'b-full-head')}`,
-        v: (r) => r.speedup_full_head },
-    ].map((s) => ({ ...s, pts: rows.map((r) => [xP(r), s.v(r)]).filter(([p, v]) => isNum(p) && isNum(v)) }))
-      .filter((s) => s.pts.length);
-    const pred = rows.map((r) => [xP(r), predicted(r)]).filter(([p, v]) => isNum(p) && isNum(v));
-
-    text(g, b.x, b.y + 12, tx(t, 'speedupAxis'), { class: 'value' });
-    const items = sp.map((s) => ({ cls: `point-measured ${s.cls}`, label: `${tx(t, 'measured')} ${s.name}`, shape: 'dot' }));
-    if (pred.length) items.push({ cls: 'line-fit', label: tx(t, 'model'), shape: 'line' });
-    const lh = legend(g, items, b.x, b.y + 30, b.w);
-    const hh = side ? ph : ph - 20;
-    const box = { x: b.x + 4, y: b.y + 44 + lh, w: b.w - 10, h: hh - 44 - lh - 40 };
-    const vmax = Math.max(1, ...pred.map((q) => q[1]), ...sp.flatMap((s) => s.pts.map((q) => q[1])));
-    const sy = yGrid(g, box, vmax * 1.1, (v) => `${tickNum(v)}×`);
-    const sx = xAxis(g, box);
-    if (pred.length > 1) {
-      node(g, 'path', {
-        d: pred.map(([p, v], i) => `${i ? 'L' : 'M'}${rd(sx(p))},${rd(sy(v))}`).join(''),
-        class: 'line-fit dashed', 'data-kind': 'fit', 'data-series': 'predicted',
-      });
-    }
-    for (const s of sp) {
-      const xy = s.pts.map(([p, v]) => [sx(p), sy(v)]);
-      polyline(g, xy, s.cls, { 'data-kind': 'line', 'data-series': s.key });
-      s.pts.forEach(([p, v], i) => tip(node(g, 'circle', {
-        cx: rd(xy[i][0]), cy: rd(xy[i][1]), r: 3.5, class: `point-measured ${s.cls}`,
-        'data-kind': 'point', 'data-series': s.key,
-      }), `${s.name}: ${p} ${unit}, ${formatNum(v)}×`));
-    }
-    size(svg, w, b.y + hh);
+  for (const q of pts) {
+    tip(node(g, 'circle', {
+      cx: rd(sx(q.p)), cy: rd(sy(q.ms)), r: 3.5, class: `point-measured ${q.s.cls}`,
+      'data-kind': 'point', 'data-series': q.s.series ?? q.s.key,
+    }), `${tx(t, 'measured')} ${q.s.name}: ${q.p} ${unit}, ${formatMs(q.ms)}`);
   }
+}
+
+/** Right panel of the sweep: the speed-up A/B vs prompt tokens, measured and predicted;
+ * returns its bottom edge. */
+function sweepSpeedups(g, b, { t, unit, rows, xP, xAxis, model, side, ph }) {
+  // The report holds the measured and predicted speed-ups; they are drawn, not recomputed.
+  const predicted = (r) => (model && r.predicted_speedup > 0 ? r.predicted_speedup : null);
+  const sp = [
+    { key: 'b', cls: 'bar-b', name: `${stratName(t, 'a')} / ${stratName(t, 'b')}`, v: (r) => r.speedup },
+    { key: 'bfull', cls: 'bar-bfull', name: `${stratName(t, 'a')} / ${stratName(t, 'b-full-head')}`,
+      v: (r) => r.speedup_full_head },
+  ].map((s) => ({ ...s, pts: rows.map((r) => [xP(r), s.v(r)]).filter(([p, v]) => isNum(p) && isNum(v)) }))
+    .filter((s) => s.pts.length);
+  const pred = rows.map((r) => [xP(r), predicted(r)]).filter(([p, v]) => isNum(p) && isNum(v));
+
+  text(g, b.x, b.y + 12, tx(t, 'speedupAxis'), { class: 'value' });
+  const items = sp.map((s) => ({ cls: `point-measured ${s.cls}`, label: `${tx(t, 'measured')} ${s.name}`, shape: 'dot' }));
+  if (pred.length) items.push({ cls: 'line-fit', label: tx(t, 'model'), shape: 'line' });
+  const lh = legend(g, items, b.x, b.y + 30, b.w);
+  const hh = side ? ph : ph - 20;
+  const box = { x: b.x + 4, y: b.y + 44 + lh, w: b.w - 10, h: hh - 44 - lh - 40 };
+  const vmax = Math.max(1, ...pred.map((q) => q[1]), ...sp.flatMap((s) => s.pts.map((q) => q[1])));
+  const sy = yGrid(g, box, vmax * 1.1, (v) => `${tickNum(v)}×`);
+  const sx = xAxis(g, box);
+  if (pred.length > 1) {
+    node(g, 'path', {
+      d: pred.map(([p, v], i) => `${i ? 'L' : 'M'}${rd(sx(p))},${rd(sy(v))}`).join(''),
+      class: 'line-fit dashed', 'data-kind': 'fit', 'data-series': 'predicted',
+    });
+  }
+  for (const s of sp) {
+    const xy = s.pts.map(([p, v]) => [sx(p), sy(v)]);
+    polyline(g, xy, s.cls, { 'data-kind': 'line', 'data-series': s.key });
+    s.pts.forEach(([p, v], i) => tip(node(g, 'circle', {
+      cx: rd(xy[i][0]), cy: rd(xy[i][1]), r: 3.5, class: `point-measured ${s.cls}`,
+      'data-kind': 'point', 'data-series': s.key,
+    }), `${s.name}: ${p} ${unit}, ${formatNum(v)}×`));
+  }
+  return b.y + hh;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -17,13 +17,13 @@ pub const CLOSING: &str = "\"}";
 /// A set of choices tokenized after a prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChoiceSet {
-    pub choices: Vec<String>,
+    choices: Vec<String>,
     /// Token ids to prefill: the prompt's, less the `healed` last ones.
-    pub base: Vec<u32>,
+    base: Vec<u32>,
     /// Prompt tokens backed off because a choice merges with them (0 almost always).
-    pub healed: usize,
+    healed: usize,
     /// Per choice, its tokens after `base` (choice + closing, and any healed prompt bytes).
-    pub sequences: Vec<Vec<u32>>,
+    sequences: Vec<Vec<u32>>,
 }
 
 impl ChoiceSet {
@@ -52,6 +52,31 @@ impl ChoiceSet {
             base: prompt_ids[..keep].to_vec(),
             sequences,
         })
+    }
+
+    /// The choices, as given.
+    pub fn choices(&self) -> &[String] {
+        &self.choices
+    }
+
+    /// Token ids to prefill: the prompt's, less the [`ChoiceSet::healed`] last ones.
+    pub fn base(&self) -> &[u32] {
+        &self.base
+    }
+
+    /// Prompt tokens backed off because a choice merges with them (0 almost always).
+    pub fn healed(&self) -> usize {
+        self.healed
+    }
+
+    /// Per choice, its tokens after the base (choice + closing, and any healed prompt bytes).
+    pub fn sequences(&self) -> &[Vec<u32>] {
+        &self.sequences
+    }
+
+    /// Tokens of the longest choice sequence.
+    pub fn longest_sequence(&self) -> usize {
+        self.sequences.iter().map(Vec::len).max().unwrap_or(0)
     }
 
     /// Each choice's first token, in choice order.
@@ -104,14 +129,29 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 #[derive(Debug, Clone)]
 pub struct ConstrainedPick {
     /// Choices still possible, in choice order.
-    pub alive: Vec<usize>,
+    alive: Vec<usize>,
     /// Tokens picked so far.
-    pub picked: Vec<u32>,
+    picked: Vec<u32>,
 }
 
 impl ConstrainedPick {
     pub fn new(set: &ChoiceSet) -> Self {
         Self { alive: (0..set.choices.len()).collect(), picked: Vec::new() }
+    }
+
+    /// Choices still possible, in choice order.
+    pub fn alive(&self) -> &[usize] {
+        &self.alive
+    }
+
+    /// Tokens picked so far.
+    pub fn picked(&self) -> &[u32] {
+        &self.picked
+    }
+
+    /// The picked tokens, once the walk is over.
+    pub fn into_picked(self) -> Vec<u32> {
+        self.picked
     }
 
     /// The distinct tokens allowed next, in the order of the first choice that has each.

@@ -66,12 +66,12 @@ impl WebGpu {
     pub fn info(&self) -> String {
         let g = &self.0;
         json(&serde_json::json!({
-            "name": g.info.name,
-            "backend": format!("{:?}", g.info.backend),
-            "timestamps": g.timestamps,
-            "direct_kernels": g.direct_kernels,
-            "max_binding": g.max_binding,
-            "max_buffer": g.limits.max_buffer_size,
+            "name": g.info().name,
+            "backend": format!("{:?}", g.info().backend),
+            "timestamps": g.timestamps(),
+            "direct_kernels": g.direct_kernels(),
+            "max_binding": g.max_binding(),
+            "max_buffer": g.limits().max_buffer_size,
         }))
     }
 }
@@ -189,7 +189,7 @@ impl WebEngine {
                 "vocab_size": c.vocab_size,
                 "parameters": c.parameter_count(),
                 "decode_bytes": weights.decode_bytes(),
-                "synthetic": weights.synthetic,
+                "synthetic": weights.synthetic(),
             })))
         })
     }

@@ -28,9 +28,9 @@ fn err(tok: &Tokenizer, choices: &[&str]) -> String {
 fn choices_are_tokenized_in_context_with_the_closing() {
     let tok = qwen();
     let s = set(&tok, "{\"choice\": \"", &["blue", "red", "yellow"]);
-    assert_eq!(s.healed, 0);
-    assert_eq!(s.base, tok.encode(&prompt(&tok, "{\"choice\": \"")).unwrap());
-    for (c, seq) in s.choices.iter().zip(&s.sequences) {
+    assert_eq!(s.healed(), 0);
+    assert_eq!(s.base(), tok.encode(&prompt(&tok, "{\"choice\": \"")).unwrap());
+    for (c, seq) in s.choices().iter().zip(s.sequences()) {
         assert_eq!(tok.decode(seq).unwrap(), format!("{c}\"}}"));
     }
     assert!(s.first_token_decides());
@@ -41,16 +41,16 @@ fn a_shared_first_token_needs_more_steps() {
     let tok = qwen();
     let s = set(&tok, "{\"choice\": \"", &["New York", "New Jersey", "Boston"]);
     assert!(!s.first_token_decides());
-    assert_eq!(s.sequences[0][0], s.sequences[1][0]);
+    assert_eq!(s.sequences()[0][0], s.sequences()[1][0]);
     let mut pick = ConstrainedPick::new(&s);
     // Step 1: "New" (shared) vs "Boston"; give "New" the higher logit.
     let allowed = pick.allowed(&s);
-    assert_eq!(allowed, vec![s.sequences[0][0], s.sequences[2][0]]);
+    assert_eq!(allowed, vec![s.sequences()[0][0], s.sequences()[2][0]]);
     pick.step(&s, &[2.0, 1.0]);
     assert_eq!(pick.decided(), None);
-    assert_eq!(pick.alive, vec![0, 1]);
+    assert_eq!(pick.alive(), vec![0, 1]);
     // Step 2: " York" vs " Jersey".
-    assert_eq!(pick.allowed(&s), vec![s.sequences[0][1], s.sequences[1][1]]);
+    assert_eq!(pick.allowed(&s), vec![s.sequences()[0][1], s.sequences()[1][1]]);
     pick.step(&s, &[0.5, 0.7]);
     assert_eq!(pick.decided(), Some(1));
     // Probabilities: the shared token's mass is split between its two choices.
@@ -74,47 +74,47 @@ fn a_prefix_ending_in_a_space_is_healed() {
     // backed off the prompt and becomes part of every choice's first token.
     let tok = qwen();
     let s = set(&tok, "The answer is ", &["blue", "red"]);
-    assert_eq!(s.healed, 1);
-    let text = tok.decode(&s.sequences[0]).unwrap();
+    assert_eq!(s.healed(), 1);
+    let text = tok.decode(&s.sequences()[0]).unwrap();
     assert_eq!(text, " blue\"}");
-    assert!(tok.decode(&s.base).unwrap().ends_with("The answer is"));
+    assert!(tok.decode(s.base()).unwrap().ends_with("The answer is"));
 }
 
 #[test]
 fn leading_spaces_korean_emoji_numbers_and_many_choices() {
     let tok = qwen();
     let spaced = set(&tok, "{\"choice\": \"", &[" blue", "blue"]);
-    assert_ne!(spaced.sequences[0], spaced.sequences[1]);
+    assert_ne!(spaced.sequences()[0], spaced.sequences()[1]);
 
     let korean = set(&tok, "{\"choice\": \"", &["예", "아니오"]);
-    assert_eq!(tok.decode(&korean.sequences[1]).unwrap(), "아니오\"}");
+    assert_eq!(tok.decode(&korean.sequences()[1]).unwrap(), "아니오\"}");
     assert!(korean.first_token_decides());
 
     let emoji = set(&tok, "{\"choice\": \"", &["👍", "👎"]);
     // Both emoji start with the same UTF-8 bytes, so byte-level BPE may share a first token;
     // either way the sequences decode back to the emoji.
-    assert_eq!(tok.decode(&emoji.sequences[0]).unwrap(), "👍\"}");
-    assert_eq!(tok.decode(&emoji.sequences[1]).unwrap(), "👎\"}");
+    assert_eq!(tok.decode(&emoji.sequences()[0]).unwrap(), "👍\"}");
+    assert_eq!(tok.decode(&emoji.sequences()[1]).unwrap(), "👎\"}");
 
     // Qwen splits numbers into single digits: "12" and "13" share the token "1".
     let numbers = set(&tok, "{\"choice\": \"", &["12", "13", "7"]);
-    assert_eq!(numbers.sequences[0][0], numbers.sequences[1][0]);
+    assert_eq!(numbers.sequences()[0][0], numbers.sequences()[1][0]);
     assert!(!numbers.first_token_decides());
 
     let many: Vec<String> = (0..15).map(|i| format!("option {i}")).collect();
     let many_refs: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
     let s = set(&tok, "{\"choice\": \"", &many_refs);
-    assert_eq!(s.sequences.len(), 15);
+    assert_eq!(s.sequences().len(), 15);
     let mut pick = ConstrainedPick::new(&s);
     // Steer to "option 14" (digits split: "1" is shared by 1 and 10-14, then "4" decides).
-    let target = &s.sequences[14];
+    let target = &s.sequences()[14];
     while pick.decided().is_none() {
-        let next = target[pick.picked.len()];
+        let next = target[pick.picked().len()];
         let logits: Vec<f32> = pick.allowed(&s).iter().map(|&t| if t == next { 1.0 } else { 0.0 }).collect();
         pick.step(&s, &logits);
     }
     assert_eq!(pick.decided(), Some(14));
-    assert!(pick.picked.len() >= 2);
+    assert!(pick.picked().len() >= 2);
 }
 
 #[test]

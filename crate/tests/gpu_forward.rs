@@ -113,7 +113,7 @@ fn split_tensors_give_the_same_logits() {
     let r = tiny_ref();
     let input = ids(&r["input_ids"]);
     let mut split = tiny_model(Some(2048));
-    assert_eq!(split.weights().embed_tokens.chunks.len(), 32);
+    assert_eq!(split.weights().embed_tokens().chunks().len(), 32);
     let mut whole = tiny_model(None);
     let a = block(split.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
     let b = block(whole.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();

@@ -149,12 +149,12 @@ fn sequence_log_probabilities_equal_the_cpu_reference() {
     let set = ChoiceSet::new(e.tokenizer(), &prompt, &req.choices, CLOSING).unwrap();
     let vocab = cpu.config.vocab_size;
     let want: Vec<f32> = set
-        .sequences
+        .sequences()
         .iter()
         .map(|seq| {
-            let ids: Vec<u32> = set.base.iter().chain(&seq[..seq.len() - 1]).copied().collect();
+            let ids: Vec<u32> = set.base().iter().chain(&seq[..seq.len() - 1]).copied().collect();
             let out = cpu.forward(&ids, &mut CpuKvCache::new(&cpu.config), Logits::All).unwrap();
-            let first = set.base.len() - 1;
+            let first = set.base().len() - 1;
             seq.iter()
                 .enumerate()
                 .map(|(i, &t)| {

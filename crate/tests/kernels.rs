@@ -26,12 +26,12 @@ fn small_binding_gpu(bytes: u64) -> Gpu {
 }
 
 fn run(gpu: &Gpu, encode: impl FnOnce(&mut Dispatcher)) {
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    let mut encoder = gpu.device().create_command_encoder(&Default::default());
     {
         let mut pass = Dispatcher::new(&mut encoder, "test", None);
         encode(&mut pass);
     }
-    gpu.queue.submit([encoder.finish()]);
+    gpu.queue().submit([encoder.finish()]);
 }
 
 fn read(gpu: &Gpu, buffer: &wgpu::Buffer, n: usize) -> Vec<f32> {
@@ -92,7 +92,8 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(gpu, m);
                 let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: bias.then_some(&bb), y: &yb, out_cols: n };
-                let op = ops::Linear::new(gpu, &wm, io, accumulate);
+                let store = if accumulate { ops::Store::Accumulate } else { ops::Store::Overwrite };
+                let op = ops::Linear::new(gpu, &wm, io, store);
                 run(gpu, |p| op.encode(p, m as u32));
                 let what = format!("linear {family:?} M={m} K={k} N={n} {dtype:?} bias={bias}");
                 assert_close(&read(gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
@@ -111,12 +112,12 @@ fn linear_over_split_weights_equals_unsplit() {
     for (rows, family) in [(2usize, KernelFamily::Tiled), (8, KernelFamily::Tiled), (10, KernelFamily::Direct)] {
         let gpu = family_gpu(family, Some(4096));
         let wm = PackedMatrix::from_f32(&gpu, "w", n, k, Dtype::BF16, &w).unwrap();
-        assert_eq!(wm.chunks.len(), 15);
+        assert_eq!(wm.chunks().len(), 15);
         let xb = gpu.storage_from("x", &x[..rows * k]);
         let yb = gpu.storage("y", (rows * n * 4) as u64);
         let t = tokens(&gpu, rows);
         let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n };
-        let op = ops::Linear::new(&gpu, &wm, io, false);
+        let op = ops::Linear::new(&gpu, &wm, io, ops::Store::Overwrite);
         run(&gpu, |p| op.encode(p, rows as u32));
         assert_close(&read(&gpu, &yb, rows * n), &want[..rows * n], 1e-4, 1e-4, "split linear");
     }
@@ -132,7 +133,7 @@ fn embedding_gathers_rows_across_chunks() {
         let table = Dtype::BF16.round(&seeded(5, vocab * h, 1.0));
         let tm = PackedMatrix::from_f32(&gpu, "embed", vocab, h, Dtype::BF16, &table).unwrap();
         if limit.is_some() {
-            assert!(tm.chunks.len() > 10, "{} chunks", tm.chunks.len());
+            assert!(tm.chunks().len() > 10, "{} chunks", tm.chunks().len());
         }
         let ids: Vec<u32> = vec![0, (vocab - 1) as u32, 7, 7, (vocab / 2) as u32];
         let (idb, out) = (u32s(&gpu, "ids", &ids), gpu.storage("out", (ids.len() * h * 4) as u64));
@@ -249,7 +250,7 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
         let dims = ops::AttentionDims { heads, kv_heads, head_dim: d, capacity: rows };
         let partial = gpu.storage("partial", dims.partial_bytes());
         let io = ops::AttentionBuffers {
-            meta: &mb,
+            token_meta: &mb,
             q: &qb,
             k_cache: &kcb,
             v_cache: &vcb,
@@ -351,7 +352,7 @@ fn device_errors_are_returned_not_panicked() {
     let gpu = gpu();
     gpu.check().unwrap();
     // Bigger than any buffer may be: wgpu rejects it; the engine reports it at the next check.
-    let _huge = gpu.storage("huge", gpu.limits.max_buffer_size + 4096);
+    let _huge = gpu.storage("huge", gpu.limits().max_buffer_size + 4096);
     let err = gpu.check().unwrap_err().to_string();
     assert!(err.starts_with("GPU: "), "{err}");
     assert!(err.to_lowercase().contains("huge") || err.contains("size"), "{err}");

@@ -11,10 +11,10 @@ use crate::weights::Dtype;
 /// f32), split into row chunks so that no chunk exceeds the device's binding limit. Kernels run
 /// once per chunk; a small matrix is one chunk.
 pub struct PackedMatrix {
-    pub rows: usize,
-    pub cols: usize,
-    pub dtype: Dtype,
-    pub chunks: Vec<MatrixChunk>,
+    rows: usize,
+    cols: usize,
+    dtype: Dtype,
+    chunks: Vec<MatrixChunk>,
 }
 
 /// Rows `row_start .. row_start + rows` of a [`PackedMatrix`].
@@ -47,6 +47,24 @@ impl PackedMatrix {
             })
             .collect();
         Ok(Self { rows, cols, dtype, chunks })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The element type, as in the file.
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
+    /// The row chunks, each within one storage binding.
+    pub fn chunks(&self) -> &[MatrixChunk] {
+        &self.chunks
     }
 
     pub fn row_bytes(&self) -> u64 {

@@ -53,23 +53,23 @@ impl std::str::FromStr for KernelFamily {
 
 /// An open device with what the engine needs to know about it.
 pub struct Gpu {
-    pub device: wgpu::Device,
-    pub queue: wgpu::Queue,
-    pub info: wgpu::AdapterInfo,
-    pub limits: wgpu::Limits,
+    pub(in crate::gpu) device: wgpu::Device,
+    pub(in crate::gpu) queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
     /// Whether compute passes can write timestamps (`timestamp-query`).
-    pub timestamps: bool,
+    pub(in crate::gpu) timestamps: bool,
     /// Largest buffer bound at once (max_storage_buffer_binding_size, within max_buffer_size).
-    pub max_binding: u64,
+    pub(in crate::gpu) max_binding: u64,
     /// Largest weight chunk: `max_binding`, or less when forced by [`GpuOptions`].
-    pub weight_chunk_bytes: u64,
+    pub(in crate::gpu) weight_chunk_bytes: u64,
     /// Linear layers run the barrier-free kernel (see [`KernelFamily`]).
-    pub direct_kernels: bool,
-    pub(crate) kernels: RefCell<HashMap<KernelKey, Rc<Kernel>>>,
-    lost: Arc<Mutex<Option<String>>>,
+    direct_kernels: bool,
+    pub(in crate::gpu) kernels: RefCell<HashMap<KernelKey, Rc<Kernel>>>,
+    lost: ErrorSlot,
     /// The first error the device reported outside a call that returns one (out of memory, a
     /// rejected allocation): kept here instead of wgpu's default panic, returned by [`Gpu::check`].
-    uncaptured: Arc<Mutex<Option<String>>>,
+    uncaptured: ErrorSlot,
 }
 
 // What every kernel of the engine needs, whatever the model.
@@ -91,21 +91,7 @@ impl Gpu {
             .await
             .map_err(|e| Error::NoAdapter(e.to_string()))?;
         let limits = adapter.limits();
-        check_limit(
-            "max_compute_workgroup_storage_size",
-            MIN_WORKGROUP_STORAGE.into(),
-            limits.max_compute_workgroup_storage_size.into(),
-        )?;
-        check_limit(
-            "max_compute_invocations_per_workgroup",
-            MIN_INVOCATIONS.into(),
-            limits.max_compute_invocations_per_workgroup.into(),
-        )?;
-        check_limit(
-            "max_storage_buffers_per_shader_stage",
-            MIN_STORAGE_BUFFERS.into(),
-            limits.max_storage_buffers_per_shader_stage.into(),
-        )?;
+        check_limits(&limits)?;
         let timestamps = !options.no_timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let features = if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() };
         let (device, queue) = adapter
@@ -117,26 +103,7 @@ impl Gpu {
             })
             .await
             .map_err(|e| Error::Gpu(format!("the adapter refused a device: {e}")))?;
-        let lost = Arc::new(Mutex::new(None));
-        let flag = lost.clone();
-        device.set_device_lost_callback(move |reason, message| {
-            if let Ok(mut slot) = flag.lock() {
-                *slot = Some(format!("{reason:?}: {message}"));
-            }
-        });
-        let uncaptured = Arc::new(Mutex::new(None));
-        let slot = uncaptured.clone();
-        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            let message = match &e {
-                wgpu::Error::OutOfMemory { .. } => {
-                    format!("out of GPU memory ({e}); try a smaller model, batch or context")
-                }
-                _ => e.to_string(),
-            };
-            if let Ok(mut first) = slot.lock() {
-                first.get_or_insert(message);
-            }
-        }));
+        let (lost, uncaptured) = watch_errors(&device);
         let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let weight_chunk_bytes = options.weight_chunk_bytes.unwrap_or(u64::MAX).min(max_binding);
         let info = adapter.get_info();
@@ -158,6 +125,39 @@ impl Gpu {
             lost,
             uncaptured,
         })
+    }
+
+    pub fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.queue
+    }
+
+    /// The adapter's name, backend and type.
+    pub fn info(&self) -> &wgpu::AdapterInfo {
+        &self.info
+    }
+
+    /// The device's limits (the adapter's own, requested whole).
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+
+    /// Whether compute passes can write timestamps (`timestamp-query`).
+    pub fn timestamps(&self) -> bool {
+        self.timestamps
+    }
+
+    /// Largest buffer bound at once (max_storage_buffer_binding_size, within max_buffer_size).
+    pub fn max_binding(&self) -> u64 {
+        self.max_binding
+    }
+
+    /// Whether linear layers run the barrier-free kernels (see [`KernelFamily`]).
+    pub fn direct_kernels(&self) -> bool {
+        self.direct_kernels
     }
 
     /// Opens a device natively, blocking.
@@ -214,4 +214,51 @@ fn check_limit(limit: &'static str, needed: u64, available: u64) -> Result<()> {
         return Err(Error::GpuLimit { limit, needed, available });
     }
     Ok(())
+}
+
+/// Fails with the first limit below what every kernel of the engine needs.
+fn check_limits(limits: &wgpu::Limits) -> Result<()> {
+    check_limit(
+        "max_compute_workgroup_storage_size",
+        MIN_WORKGROUP_STORAGE.into(),
+        limits.max_compute_workgroup_storage_size.into(),
+    )?;
+    check_limit(
+        "max_compute_invocations_per_workgroup",
+        MIN_INVOCATIONS.into(),
+        limits.max_compute_invocations_per_workgroup.into(),
+    )?;
+    check_limit(
+        "max_storage_buffers_per_shader_stage",
+        MIN_STORAGE_BUFFERS.into(),
+        limits.max_storage_buffers_per_shader_stage.into(),
+    )
+}
+
+/// Where the device's asynchronous errors land: why it was lost, and the first uncaptured error
+/// (out of memory, a rejected allocation), instead of wgpu's default panic.
+type ErrorSlot = Arc<Mutex<Option<String>>>;
+
+fn watch_errors(device: &wgpu::Device) -> (ErrorSlot, ErrorSlot) {
+    let lost = ErrorSlot::default();
+    let flag = lost.clone();
+    device.set_device_lost_callback(move |reason, message| {
+        if let Ok(mut slot) = flag.lock() {
+            *slot = Some(format!("{reason:?}: {message}"));
+        }
+    });
+    let uncaptured = ErrorSlot::default();
+    let slot = uncaptured.clone();
+    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+        let message = match &e {
+            wgpu::Error::OutOfMemory { .. } => {
+                format!("out of GPU memory ({e}); try a smaller model, batch or context")
+            }
+            _ => e.to_string(),
+        };
+        if let Ok(mut first) = slot.lock() {
+            first.get_or_insert(message);
+        }
+    }));
+    (lost, uncaptured)
 }

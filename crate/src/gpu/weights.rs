@@ -32,17 +32,41 @@ pub struct GpuLayer {
 }
 
 pub struct GpuWeights {
-    pub config: Qwen2Config,
-    pub embed_tokens: PackedMatrix, // [vocab, hidden]
-    pub layers: Vec<GpuLayer>,
-    pub norm: wgpu::Buffer, // [hidden] f32
+    config: Qwen2Config,
+    embed_tokens: PackedMatrix, // [vocab, hidden]
+    layers: Vec<GpuLayer>,
+    norm: wgpu::Buffer, // [hidden] f32
     /// `[vocab, hidden]`; `None` when tied to `embed_tokens`.
-    pub lm_head: Option<PackedMatrix>,
+    lm_head: Option<PackedMatrix>,
     /// Generated, not trained: answers are meaningless.
-    pub synthetic: bool,
+    synthetic: bool,
 }
 
 impl GpuWeights {
+    pub fn config(&self) -> &Qwen2Config {
+        &self.config
+    }
+
+    /// `model.embed_tokens`: `[vocab, hidden]`.
+    pub fn embed_tokens(&self) -> &PackedMatrix {
+        &self.embed_tokens
+    }
+
+    /// The decoder layers, in order.
+    pub fn layers(&self) -> &[GpuLayer] {
+        &self.layers
+    }
+
+    /// `model.norm`: `[hidden]` f32.
+    pub fn norm(&self) -> &wgpu::Buffer {
+        &self.norm
+    }
+
+    /// Generated, not trained: answers are meaningless (timings are real).
+    pub fn synthetic(&self) -> bool {
+        self.synthetic
+    }
+
     /// The LM head matrix (the embedding when tied).
     pub fn head(&self) -> &PackedMatrix {
         self.lm_head.as_ref().unwrap_or(&self.embed_tokens)

@@ -29,8 +29,8 @@ impl Engine {
         let mut walkers = self.tokenize_batch(reqs)?;
         let sets: Vec<&ChoiceSet> = walkers.iter().map(|w| &w.set).collect();
         let shared = if shared_prefix { shared_prefix_len(&sets) } else { 0 };
-        let batch_tokens: usize = sets.iter().map(|s| s.base.len() - shared).sum();
-        let longest = sets.iter().map(|s| s.base.len() + s.sequences.iter().map(Vec::len).max().unwrap_or(0)).max();
+        let batch_tokens: usize = sets.iter().map(|s| s.base().len() - shared).sum();
+        let longest = sets.iter().map(|s| s.base().len() + s.sequences().iter().map(Vec::len).max().unwrap_or(0)).max();
         let choice_ids = sets.iter().map(|s| s.all_tokens().len()).sum();
         let n = reqs.len();
         let room = Room { slots: n, longest: longest.unwrap_or(0), batch_tokens, rows: n, choice_ids };
@@ -47,7 +47,7 @@ impl Engine {
             judgments: n,
             shared_prefix_tokens: shared,
             batch_prefill_tokens: batch_tokens,
-            longest_prompt_tokens: walkers.iter().map(|w| w.set.base.len()).max().unwrap_or(0),
+            longest_prompt_tokens: walkers.iter().map(|w| w.set.base().len()).max().unwrap_or(0),
             decode_steps,
             timings_ms: BatchTimings {
                 tokenize: clock.timings.tokenize,
@@ -67,11 +67,11 @@ impl Engine {
                 let (choice_logits, probs) = w.fork.unwrap_or_default();
                 let answer = Answer {
                     index: w.pick.decided(),
-                    picked: w.pick.picked,
+                    picked: w.pick.into_picked(),
                     choice_logits,
                     probs,
-                    prompt_tokens: w.set.base.len(),
-                    healed_tokens: w.set.healed,
+                    prompt_tokens: w.set.base().len(),
+                    healed_tokens: w.set.healed(),
                     top: None,
                 };
                 let clock = PhaseClock { timings: clock.timings.clone(), gpu: clock.gpu.clone() };
@@ -109,7 +109,7 @@ impl Engine {
         if shared == 0 {
             return Ok(0.0);
         }
-        let base = &walkers[0].set.base;
+        let base = &walkers[0].set.base();
         let readout = Readout::last(Head::Choices(&base[..1]));
         let out = self.model.prefill(&[Sequence { slot: 0, tokens: &base[..shared] }], readout).await?;
         for slot in 1..walkers.len() {
@@ -133,15 +133,15 @@ impl Engine {
             union.sort_unstable();
             union.dedup();
             let readout = Readout::last(Head::Choices(&union));
-            let phase = if walkers[open[0]].pick.picked.is_empty() { Phase::Prefill } else { Phase::Decode };
+            let phase = if walkers[open[0]].pick.picked().is_empty() { Phase::Prefill } else { Phase::Decode };
             let out = match phase {
                 Phase::Prefill => {
                     let batch: Vec<Sequence> =
-                        open.iter().map(|&i| Sequence { slot: i, tokens: &walkers[i].set.base[shared..] }).collect();
+                        open.iter().map(|&i| Sequence { slot: i, tokens: &walkers[i].set.base()[shared..] }).collect();
                     self.model.prefill(&batch, readout).await?
                 }
                 Phase::Decode => {
-                    let last = |i: usize| walkers[i].pick.picked.last().copied().unwrap_or_default();
+                    let last = |i: usize| walkers[i].pick.picked().last().copied().unwrap_or_default();
                     let steps: Vec<(usize, u32)> = open.iter().map(|&i| (i, last(i))).collect();
                     decode_steps += 1;
                     self.model.decode(&steps, readout).await?
@@ -153,7 +153,7 @@ impl Engine {
                 let logits: Vec<f32> =
                     allowed.iter().filter_map(|t| union.binary_search(t).ok().map(|at| row.logits[at])).collect();
                 if allowed.len() > 1 && w.fork.is_none() {
-                    w.fork = Some(fork_logits(&w.set, w.pick.picked.len(), allowed, &logits));
+                    w.fork = Some(fork_logits(&w.set, w.pick.picked().len(), allowed, &logits));
                 }
                 w.pick.step(&w.set, &logits);
             }
@@ -163,12 +163,12 @@ impl Engine {
 
 /// Longest common token prefix of every set's base, leaving each at least one token of its own.
 fn shared_prefix_len(sets: &[&ChoiceSet]) -> usize {
-    let first = &sets[0].base;
+    let first = sets[0].base();
     let common = sets[1..]
         .iter()
-        .map(|s| first.iter().zip(&s.base).take_while(|(a, b)| a == b).count())
+        .map(|s| first.iter().zip(s.base()).take_while(|(a, b)| a == b).count())
         .min()
         .unwrap_or(first.len());
-    let shortest = sets.iter().map(|s| s.base.len()).min().unwrap_or(0);
+    let shortest = sets.iter().map(|s| s.base().len()).min().unwrap_or(0);
     common.min(shortest.saturating_sub(1))
 }

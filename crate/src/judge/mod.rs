@@ -83,7 +83,7 @@ impl Engine {
     }
 
     fn synthetic(&self) -> bool {
-        self.model.weights().synthetic
+        self.model.weights().synthetic()
     }
 
     /// Answers `req` with each of `strategies` in turn (the CLI's and the page's `judge`).

@@ -104,25 +104,26 @@ impl Engine {
         let tok = &self.tokenizer;
         let prompt = tok.chat_prompt(req.system.as_deref(), &req.user, req.prefix())?;
         let set = ChoiceSet::new(tok, &prompt, &req.choices, CLOSING)?;
-        let n = set.choices.len();
-        let rows: usize = set.sequences.iter().map(|s| s.len() - 1).sum();
-        let longest = set.sequences.iter().map(Vec::len).max().unwrap_or(0);
+        let n = set.sequences().len();
+        let rows: usize = set.sequences().iter().map(|s| s.len() - 1).sum();
+        let longest = set.sequences().iter().map(Vec::len).max().unwrap_or(0);
         let union = set.all_tokens();
-        let base = set.base.len();
+        let base = set.base().len();
         let batch_tokens = base.max(rows);
         self.make_room(Room { slots: n + 1, longest: base + longest, batch_tokens, rows, choice_ids: union.len() })?;
         self.model.forget_all();
         let out =
-            self.model.prefill(&[Sequence { slot: 0, tokens: &set.base }], full_head(&union, Positions::Last)).await?;
+            self.model.prefill(&[Sequence { slot: 0, tokens: set.base() }], full_head(&union, Positions::Last)).await?;
         let logprob = |row: &crate::model::RowOut, token: u32| {
             union.binary_search(&token).ok().and_then(|at| row.logprob(at)).ok_or_else(|| missing_logit(token))
         };
-        let mut result: Vec<f32> = set.sequences.iter().map(|s| logprob(&out.rows[0], s[0])).collect::<Result<_>>()?;
+        let mut result: Vec<f32> =
+            set.sequences().iter().map(|s| logprob(&out.rows[0], s[0])).collect::<Result<_>>()?;
         if rows == 0 {
             return Ok(result);
         }
         let mut batch = Vec::new();
-        for (c, seq) in set.sequences.iter().enumerate() {
+        for (c, seq) in set.sequences().iter().enumerate() {
             if seq.len() > 1 {
                 self.model.share_prefix(0, c + 1, base)?;
                 batch.push(Sequence { slot: c + 1, tokens: &seq[..seq.len() - 1] });
@@ -130,7 +131,7 @@ impl Engine {
         }
         let out = self.model.prefill(&batch, full_head(&union, Positions::All)).await?;
         let mut row = out.rows.iter();
-        for (c, seq) in set.sequences.iter().enumerate() {
+        for (c, seq) in set.sequences().iter().enumerate() {
             for &next in &seq[1..] {
                 let at = row.next().ok_or_else(|| Error::Gpu("fewer rows read back than asked".into()))?;
                 result[c] += logprob(at, next)?;
@@ -139,7 +140,7 @@ impl Engine {
         Ok(result)
     }
 
-    /// Prefills `set.base` in slot 0, then walks the choices' trie one forward pass per token
+    /// Prefills `set.base()` in slot 0, then walks the choices' trie one forward pass per token
     /// until `until`.
     async fn walk(
         &mut self,
@@ -149,36 +150,36 @@ impl Engine {
         top_k: usize,
         clock: &mut PhaseClock,
     ) -> Result<Answer> {
-        let longest = set.sequences.iter().map(Vec::len).max().unwrap_or(0);
+        let longest = set.sequences().iter().map(Vec::len).max().unwrap_or(0);
         let union = set.all_tokens();
-        self.room_for_one(set.base.len(), longest, union.len())?;
+        self.room_for_one(set.base().len(), longest, union.len())?;
         self.model.forget(0)?;
         let mut pick = ConstrainedPick::new(set);
-        let mut answer = Answer { prompt_tokens: set.base.len(), healed_tokens: set.healed, ..Answer::default() };
+        let mut answer = Answer { prompt_tokens: set.base().len(), healed_tokens: set.healed(), ..Answer::default() };
         loop {
             let allowed = pick.allowed(set);
             let readout = match head {
                 HeadKind::FullVocabulary => Readout::last(Head::Full { top_k: top_k.max(1), ids: &allowed }),
                 HeadKind::ChoiceRows => Readout::last(Head::Choices(&allowed)),
             };
-            let (out, phase) = self.step(&set.base, pick.picked.last().copied(), readout).await?;
+            let (out, phase) = self.step(set.base(), pick.picked().last().copied(), readout).await?;
             clock.record(&out.timing, phase);
             let row = &out.rows[0];
             if allowed.len() > 1 && answer.choice_logits.is_empty() {
                 // Where the choices first differ: the answer position.
-                (answer.choice_logits, answer.probs) = fork_logits(set, pick.picked.len(), &allowed, &row.logits);
+                (answer.choice_logits, answer.probs) = fork_logits(set, pick.picked().len(), &allowed, &row.logits);
                 answer.top = (head == HeadKind::FullVocabulary && top_k > 0).then(|| row.top.clone());
             }
             pick.step(set, &row.logits);
             if let Some(index) = pick.decided()
-                && (until == WalkUntil::Decided || pick.picked.len() == set.sequences[index].len())
+                && (until == WalkUntil::Decided || pick.picked().len() == set.sequences()[index].len())
             {
                 if answer.choice_logits.is_empty() {
                     // Never reached a fork: cannot happen with two distinct choices.
                     return Err(Error::Input("the choices never differ".into()));
                 }
                 answer.index = Some(index);
-                answer.picked = pick.picked;
+                answer.picked = pick.into_picked();
                 return Ok(answer);
             }
         }

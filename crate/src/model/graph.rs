@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, PassTimer};
 use crate::ops::{
     Attention, AttentionBuffers, AttentionDims, Embedding, GatherRows, KvWrite, Linear, LinearBuffers, LmHeadRows,
-    RmsNorm, SiluMul, TOP_K_MAX, TopK,
+    RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
 };
 
 /// Bytes of `n` 4-byte words (f32 or u32).
@@ -139,7 +139,7 @@ pub(super) struct Graph {
 impl Graph {
     /// Buffers and bound kernels for `weights` at sizes `o`, over the cache `kv`.
     pub fn new(g: &Gpu, weights: &GpuWeights, kv: &KvCache, o: &ModelOptions) -> Result<Self> {
-        let c = &weights.config;
+        let c = weights.config();
         let (h, v) = (c.hidden_size, c.vocab_size);
         for (what, bytes) in [
             ("the MLP activations", words(o.max_tokens * c.intermediate_size)),
@@ -161,19 +161,19 @@ impl Graph {
             dims,
         };
         let layers = (0..c.num_hidden_layers)
-            .map(|l| LayerOps::new(g, c, &weights.layers[l], kv.layer(l), &s, &a, &shared))
+            .map(|l| LayerOps::new(g, c, &weights.layers()[l], kv.layer(l), &s, &a, &shared))
             .collect::<Result<_>>()?;
         let head_x = g.storage("head_x", words(o.max_rows * h));
         let lm_head = weights.head();
         let head_io = LinearBuffers { tokens: &s.rows, x: &s.head_normed, bias: None, y: &s.logits, out_cols: v };
         let head = HeadOps {
             gather_rows: GatherRows::new(g, &s.read_positions, &a.x, &head_x, h),
-            norm: RmsNorm::new(g, &head_x, &weights.norm, &s.head_normed, h, c.rms_norm_eps),
-            lm_head: Linear::new(g, lm_head, head_io, false),
+            norm: RmsNorm::new(g, &head_x, weights.norm(), &s.head_normed, h, c.rms_norm_eps),
+            lm_head: Linear::new(g, lm_head, head_io, Store::Overwrite),
             top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v),
             lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, lm_head, &s.choice_logits),
         };
-        Ok(Self { embed_tokens: Embedding::new(g, &s.ids, &weights.embed_tokens, &a.x), layers, head, scratch: s })
+        Ok(Self { embed_tokens: Embedding::new(g, &s.ids, weights.embed_tokens(), &a.x), layers, head, scratch: s })
     }
 
     /// Embedding and decoder layers: the residual stream x of every token, layer by layer.
@@ -221,12 +221,12 @@ impl LayerOps {
         shared: &LayerShared,
     ) -> Result<Self> {
         let (h, eps) = (c.hidden_size, c.rms_norm_eps);
-        let lin = |x: &wgpu::Buffer, l: &GpuLinear, y: &wgpu::Buffer, accumulate: bool| {
-            let io = LinearBuffers { tokens: &s.tokens, x, bias: l.bias.as_ref(), y, out_cols: l.weight.rows };
-            Linear::new(g, &l.weight, io, accumulate)
+        let lin = |x: &wgpu::Buffer, l: &GpuLinear, y: &wgpu::Buffer, store: Store| {
+            let io = LinearBuffers { tokens: &s.tokens, x, bias: l.bias.as_ref(), y, out_cols: l.weight.rows() };
+            Linear::new(g, &l.weight, io, store)
         };
         let attention = AttentionBuffers {
-            meta: &s.token_meta,
+            token_meta: &s.token_meta,
             q: &a.q,
             k_cache,
             v_cache,
@@ -237,17 +237,17 @@ impl LayerOps {
         let kv_io = ((&a.k, &a.v), (k_cache, v_cache));
         Ok(LayerOps {
             input_layernorm: RmsNorm::new(g, &a.x, &w.input_layernorm, &a.normed, h, eps),
-            q_proj: lin(&a.normed, &w.q_proj, &a.q, false),
-            k_proj: lin(&a.normed, &w.k_proj, &a.k, false),
-            v_proj: lin(&a.normed, &w.v_proj, &a.v, false),
+            q_proj: lin(&a.normed, &w.q_proj, &a.q, Store::Overwrite),
+            k_proj: lin(&a.normed, &w.k_proj, &a.k, Store::Overwrite),
+            v_proj: lin(&a.normed, &w.v_proj, &a.v, Store::Overwrite),
             kv_write: KvWrite::new(g, &s.token_meta, &shared.inv_freq, kv_io.0, kv_io.1, (c.kv_dim(), c.head_dim())),
             attention: Attention::new(g, attention, shared.dims)?,
-            o_proj: lin(&a.attn, &w.o_proj, &a.x, true),
+            o_proj: lin(&a.attn, &w.o_proj, &a.x, Store::Accumulate),
             post_attention_layernorm: RmsNorm::new(g, &a.x, &w.post_attention_layernorm, &a.normed, h, eps),
-            gate_proj: lin(&a.normed, &w.gate_proj, &a.gate, false),
-            up_proj: lin(&a.normed, &w.up_proj, &a.up, false),
+            gate_proj: lin(&a.normed, &w.gate_proj, &a.gate, Store::Overwrite),
+            up_proj: lin(&a.normed, &w.up_proj, &a.up, Store::Overwrite),
             silu_mul: SiluMul::new(g, &a.gate, &a.up, c.intermediate_size),
-            down_proj: lin(&a.gate, &w.down_proj, &a.x, true),
+            down_proj: lin(&a.gate, &w.down_proj, &a.x, Store::Accumulate),
         })
     }
 

@@ -99,7 +99,7 @@ impl KvCache {
         }
         if from != to && len > 0 {
             let (src, dst) = (self.row_base(from) as u32, self.row_base(to) as u32);
-            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            let mut encoder = gpu.device().create_command_encoder(&Default::default());
             {
                 let mut pass = Dispatcher::new(&mut encoder, "kv copy", None);
                 for (k, v) in self.k.iter().zip(&self.v) {
@@ -107,7 +107,7 @@ impl KvCache {
                     ops::kv_copy(gpu, &mut pass, (k, v), shape);
                 }
             }
-            gpu.queue.submit([encoder.finish()]);
+            gpu.queue().submit([encoder.finish()]);
         }
         self.lens[to] = len;
         Ok(())

@@ -111,10 +111,10 @@ impl Model {
         if o.max_tokens == 0 || o.max_rows == 0 || o.max_choice_ids == 0 {
             return Err(Error::Input("model options must all be positive".into()));
         }
-        let kv = KvCache::new(&gpu, &weights.config, o.kv_slots, o.kv_capacity)?;
+        let kv = KvCache::new(&gpu, weights.config(), o.kv_slots, o.kv_capacity)?;
         let graph = Graph::new(&gpu, &weights, &kv, &o)?;
         gpu.check()?;
-        Ok(Self { config: weights.config.clone(), gpu, weights, options: o, kv, graph, profiler: None })
+        Ok(Self { config: weights.config().clone(), gpu, weights, options: o, kv, graph, profiler: None })
     }
 
     pub fn config(&self) -> &Qwen2Config {
@@ -214,11 +214,11 @@ impl Model {
         let start = now_ms();
         let gpu = self.gpu.clone();
         let g = &*gpu;
-        plan.upload(&g.queue, self.graph.scratch.inputs(), readout.ids());
+        plan.upload(g.queue(), self.graph.scratch.inputs(), readout.ids());
         let hidden = if readout.hidden { self.config.hidden_size } else { 0 };
         let layout = Readback::new(plan.read_positions.len(), plan.top_k, plan.choices, hidden);
 
-        let mut encoder = g.device.create_command_encoder(&Default::default());
+        let mut encoder = g.device().create_command_encoder(&Default::default());
         let layers_end = self.encode(&mut encoder, &plan);
         let s = &self.graph.scratch;
         let timer = if self.profiler.is_none() { s.timer.as_ref() } else { None };
@@ -230,7 +230,7 @@ impl Model {
             encoder.copy_buffer_to_buffer(s.logits(), 0, &staging, 0, Some(full_bytes));
             staging
         });
-        g.queue.submit([encoder.finish()]);
+        g.queue().submit([encoder.finish()]);
         for seq in batch {
             self.kv.advance(seq.slot, seq.tokens.len());
         }

@@ -32,7 +32,7 @@ impl KvWrite {
     /// `new` = the new tokens' (keys, values); `cache` = one layer's (keys, values).
     pub fn new(
         gpu: &Gpu,
-        meta: &wgpu::Buffer,
+        token_meta: &wgpu::Buffer,
         inv_freq: &wgpu::Buffer,
         new: (&wgpu::Buffer, &wgpu::Buffer),
         cache: (&wgpu::Buffer, &wgpu::Buffer),
@@ -41,7 +41,7 @@ impl KvWrite {
         let kernel = gpu.kernel(&KV_WRITE, &[]);
         let shape = KvWriteShape { kv_dim: kv_dim as u32, head_dim: head_dim as u32, _pad0: 0, _pad1: 0 };
         let shape = gpu.uniform("kv_write", &shape);
-        let group = gpu.bind(&kernel, &[&shape, meta, new.0, new.1, cache.0, cache.1, inv_freq]);
+        let group = gpu.bind(&kernel, &[&shape, token_meta, new.0, new.1, cache.0, cache.1, inv_freq]);
         Self { kernel, group, kv_dim }
     }
 
@@ -92,11 +92,11 @@ impl AttentionDims {
     }
 }
 
-/// Attention's buffers: meta [M] (cache base, position); q (before RoPE), out: [M, heads * D];
+/// Attention's buffers: token_meta [M] (cache base, position); q (before RoPE), out: [M, heads * D];
 /// caches: [rows, kv_heads * D]; partial: [`AttentionDims::partial_bytes`] of scratch;
 /// inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
 pub struct AttentionBuffers<'a> {
-    pub meta: &'a wgpu::Buffer,
+    pub token_meta: &'a wgpu::Buffer,
     pub q: &'a wgpu::Buffer,
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
@@ -141,12 +141,15 @@ impl Attention {
             (kernel, group)
         };
         Ok(Self {
-            whole: with(&ATTENTION, &[&shape, io.meta, io.q, io.k_cache, io.v_cache, io.out, io.inv_freq]),
-            split: with(&ATTENTION_SPLIT, &[&shape, io.meta, io.q, io.k_cache, io.v_cache, io.partial, io.inv_freq]),
-            combine: with(&ATTENTION_COMBINE, &[&shape, io.meta, io.partial, io.out]),
+            whole: with(&ATTENTION, &[&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.out, io.inv_freq]),
+            split: with(
+                &ATTENTION_SPLIT,
+                &[&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.partial, io.inv_freq],
+            ),
+            combine: with(&ATTENTION_COMBINE, &[&shape, io.token_meta, io.partial, io.out]),
             heads: dims.heads as u32,
             dims,
-            split_decode: !gpu.direct_kernels,
+            split_decode: !gpu.direct_kernels(),
         })
     }
 

@@ -39,9 +39,18 @@ enum Kernels {
     Direct { block_4: Rc<Kernel>, block_1: Rc<Kernel> },
 }
 
+/// How a [`Linear`] stores its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// `y = x @ W^T + b`.
+    Overwrite,
+    /// `y += x @ W^T + b`: adds into the residual stream.
+    Accumulate,
+}
+
 /// A HF Linear: `y[m, :] (+)= x[m, :] @ W^T + b` — x: [M, K], W: [N, K] packed (row chunks),
-/// b: [N], y: [M, out_cols]. With `accumulate` it adds into y (the residual stream). The
-/// kernel family is the device's ([`Gpu::direct_kernels`]).
+/// b: [N], y: [M, out_cols]; [`Store`] says whether it adds into y. The kernel family is the
+/// device's ([`Gpu::direct_kernels`]).
 pub struct Linear {
     kernels: Kernels,
     /// One bind group per weight chunk, with the chunk's row count.
@@ -53,14 +62,15 @@ pub struct Linear {
 }
 
 impl Linear {
-    pub fn new(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, accumulate: bool) -> Self {
+    pub fn new(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store) -> Self {
+        let accumulate = store == Store::Accumulate;
         let constants = [
             w.dtype_constant(),
             ("HAS_BIAS", f64::from(u8::from(io.bias.is_some()))),
             ("ACCUMULATE", f64::from(u8::from(accumulate))),
         ];
         let with = |extra: (&'static str, f64)| [constants[0], constants[1], constants[2], extra];
-        let kernels = if gpu.direct_kernels {
+        let kernels = if gpu.direct_kernels() {
             Kernels::Direct {
                 block_4: gpu.kernel(&LINEAR_DIRECT, &constants),
                 block_1: gpu.kernel(&LINEAR_DIRECT, &with(("BLOCK_M", 1.0))),
@@ -70,17 +80,17 @@ impl Linear {
                 matmul_64: gpu.kernel(&MATMUL, &with(("TILE", 64.0))),
                 matmul_32: gpu.kernel(&MATMUL, &with(("TILE", 32.0))),
                 // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one.
-                matvec: w.cols.is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &constants)),
+                matvec: w.cols().is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &constants)),
             }
         };
         // Without a bias the shader never reads binding 4; x stands in for it.
         let bias = io.bias.unwrap_or(io.x);
         let chunks = w
-            .chunks
+            .chunks()
             .iter()
             .map(|c| {
                 let shape = LinearShape {
-                    k: w.cols as u32,
+                    k: w.cols() as u32,
                     n: c.rows as u32,
                     n_offset: c.row_start as u32,
                     out_cols: io.out_cols as u32,
@@ -93,7 +103,7 @@ impl Linear {
                 (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y]), c.rows)
             })
             .collect();
-        Self { kernels, chunks, k: w.cols, weight_bytes: w.dtype.size(), accumulate }
+        Self { kernels, chunks, k: w.cols(), weight_bytes: w.dtype().size(), accumulate }
     }
 
     /// Encodes the layer for `m` token rows.

@@ -13,7 +13,7 @@ pub use attention::{
     ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
     kv_copy,
 };
-pub use linear::{Linear, LinearBuffers, MATVEC_MAX_ROWS};
+pub use linear::{Linear, LinearBuffers, MATVEC_MAX_ROWS, Store};
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK};
 pub use synthetic::{fill_synthetic, synthetic_weights};
 

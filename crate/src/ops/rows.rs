@@ -28,7 +28,7 @@ fn cols_shape(cols: usize) -> ColsShape {
 }
 
 fn chunk_shape(m: &PackedMatrix, row_start: usize, rows: usize) -> ChunkShape {
-    ChunkShape { cols: m.cols as u32, row_start: row_start as u32, rows: rows as u32, _pad: 0 }
+    ChunkShape { cols: m.cols() as u32, row_start: row_start as u32, rows: rows as u32, _pad: 0 }
 }
 
 /// `out[t, :] = embed_tokens[ids[t], :]` — ids: [M] u32, out: [M, H] f32; one dispatch per
@@ -44,14 +44,14 @@ impl Embedding {
     pub fn new(gpu: &Gpu, ids: &wgpu::Buffer, table: &PackedMatrix, out: &wgpu::Buffer) -> Self {
         let kernel = gpu.kernel(&EMBEDDING, &[table.dtype_constant()]);
         let chunks = table
-            .chunks
+            .chunks()
             .iter()
             .map(|c| {
                 let shape = gpu.uniform("embedding", &chunk_shape(table, c.row_start, c.rows));
                 gpu.bind(&kernel, &[&shape, ids, &c.buffer, out])
             })
             .collect();
-        Self { kernel, chunks, cols: table.cols, weight_bytes: table.dtype.size() }
+        Self { kernel, chunks, cols: table.cols(), weight_bytes: table.dtype().size() }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
@@ -163,14 +163,14 @@ impl LmHeadRows {
     pub fn new(gpu: &Gpu, ids: &wgpu::Buffer, x: &wgpu::Buffer, head: &PackedMatrix, logits: &wgpu::Buffer) -> Self {
         let kernel = gpu.kernel(&LM_HEAD_ROWS, &[head.dtype_constant()]);
         let chunks = head
-            .chunks
+            .chunks()
             .iter()
             .map(|c| {
                 let shape = gpu.uniform("lm_head_rows", &chunk_shape(head, c.row_start, c.rows));
                 gpu.bind(&kernel, &[&shape, ids, x, &c.buffer, logits])
             })
             .collect();
-        Self { kernel, chunks, cols: head.cols, weight_bytes: head.dtype.size() }
+        Self { kernel, chunks, cols: head.cols(), weight_bytes: head.dtype().size() }
     }
 
     pub fn encode(&self, pass: &mut Pass, ids: u32, rows: u32) {

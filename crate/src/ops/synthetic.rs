@@ -19,12 +19,12 @@ uniform!(
 /// Fills a matrix with the synthetic weights of tensor `seed` (see `synthetic.wgsl`).
 pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, scale: f32) {
     let kernel = gpu.kernel(&SYNTHETIC, &[]);
-    for c in &m.chunks {
-        let pairs = c.rows * m.cols / 2;
-        let shape = SyntheticShape { seed, first: (c.row_start * m.cols) as u32, pairs: pairs as u32, scale };
+    for c in m.chunks() {
+        let pairs = c.rows * m.cols() / 2;
+        let shape = SyntheticShape { seed, first: (c.row_start * m.cols()) as u32, pairs: pairs as u32, scale };
         let group = gpu.bind(&kernel, &[&gpu.uniform("synthetic", &shape), &c.buffer]);
         let (x, y) = grid_2d(div_up(pairs, 256));
-        pass.dispatch(&kernel, &group, (x, y, 1), work(pairs * 2 * m.dtype.size(), 0));
+        pass.dispatch(&kernel, &group, (x, y, 1), work(pairs * 2 * m.dtype().size(), 0));
     }
 }
 
@@ -33,7 +33,7 @@ pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, s
 pub fn synthetic_weights(gpu: &Gpu, config: &Qwen2Config) -> Result<GpuWeights> {
     config.validate()?;
     let mut tensors = HashMap::new();
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    let mut encoder = gpu.device().create_command_encoder(&Default::default());
     {
         let mut pass = Dispatcher::new(&mut encoder, "synthetic weights", None);
         for (name, shape) in expected_tensors(config) {
@@ -48,7 +48,7 @@ pub fn synthetic_weights(gpu: &Gpu, config: &Qwen2Config) -> Result<GpuWeights> 
             tensors.insert(name, tensor);
         }
     }
-    gpu.queue.submit([encoder.finish()]);
+    gpu.queue().submit([encoder.finish()]);
     gpu.check()?;
     GpuWeights::from_tensors(config.clone(), tensors, true)
 }

@@ -5,12 +5,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::now_ms;
+mod micro;
+mod workload;
+
+pub use micro::microbenchmarks;
+pub use workload::{document, questions, request_of_length};
+
 use crate::config::Qwen2Config;
 use crate::cost::{CostModel, PrefillFit, forward_flops, median};
 use crate::error::Result;
-use crate::gpu::Binding::*;
-use crate::gpu::{Gpu, KernelSpec, PassTimer, read_buffer};
+use crate::gpu::Gpu;
 use crate::judge::{Engine, JudgeRequest, Judgment, Strategy};
 use crate::model::ModelOptions;
 use crate::profile::Profile;
@@ -50,7 +54,7 @@ impl BenchOptions {
         let batch = self.batch_sizes.iter().copied().max().unwrap_or(1);
         let per_judgment = self.doc_tokens + 64;
         // The MLP activations [tokens, intermediate] must fit one binding.
-        let fit = (gpu.max_binding / (4 * config.intermediate_size as u64)) as usize;
+        let fit = (gpu.max_binding() / (4 * config.intermediate_size as u64)) as usize;
         ModelOptions {
             max_tokens: longest.max(batch * per_judgment).min(fit),
             kv_slots: batch.max(1),
@@ -162,119 +166,6 @@ pub struct BenchReport {
     pub units: &'static str,
 }
 
-const COPY: KernelSpec = KernelSpec {
-    name: "bench_copy",
-    source: include_str!("../../shaders/bench_copy.wgsl"),
-    prelude: &[],
-    bindings: &[Read, ReadWrite],
-};
-const FMA: KernelSpec = KernelSpec {
-    name: "bench_fma",
-    source: include_str!("../../shaders/bench_fma.wgsl"),
-    prelude: &[],
-    bindings: &[Uniform, ReadWrite],
-};
-
-/// Runs `dispatch` `repeats` times in one submit and returns ms per run (GPU time where the
-/// device has timestamps, else wall time around submit and completion).
-async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut wgpu::ComputePass)) -> Result<(f64, bool)> {
-    let timer = PassTimer::new(gpu, 1);
-    let staging = gpu.staging("bench stamps", 16);
-    let start = now_ms();
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    {
-        let timestamp_writes = timer.as_ref().map(|t| t.writes(0));
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
-        for _ in 0..repeats {
-            dispatch(&mut pass);
-        }
-    }
-    if let Some(t) = &timer {
-        t.copy_to(&mut encoder, &staging, 0);
-    }
-    gpu.queue.submit([encoder.finish()]);
-    let bytes = read_buffer(gpu, &staging, 16).await?;
-    let wall = now_ms() - start;
-    let gpu_ms = PassTimer::ms(gpu, &bytes, 0);
-    Ok(if timer.is_some() && gpu_ms > 0.0 {
-        (gpu_ms / f64::from(repeats), true)
-    } else {
-        (wall / f64::from(repeats), false)
-    })
-}
-
-/// Copy bandwidth and FMA throughput of this device.
-pub async fn microbenchmarks(gpu: &Gpu) -> Result<Micro> {
-    let bytes = (64u64 << 20).min(gpu.max_binding / 16 * 16);
-    let (src, dst) = (gpu.storage("copy src", bytes), gpu.storage("copy dst", bytes));
-    let copy = gpu.kernel(&COPY, &[]);
-    let group = gpu.bind(&copy, &[&src, &dst]);
-    let groups = ((bytes / 16).div_ceil(256) as u32).min(4096);
-    let dispatch = |p: &mut wgpu::ComputePass| {
-        p.set_pipeline(&copy.pipeline);
-        p.set_bind_group(0, &group, &[]);
-        p.dispatch_workgroups(groups, 1, 1);
-    };
-    time_kernel(gpu, 1, dispatch).await?; // warm-up
-    let (copy_ms, gpu_timed) = time_kernel(gpu, 8, dispatch).await?;
-    let copy_gbps = 2.0 * bytes as f64 / (copy_ms * 1e6);
-
-    let (threads, iters) = (256u32 * 1024, 512u32);
-    let fma = gpu.kernel(&FMA, &[]);
-    let shape = gpu.uniform("fma", &[iters, 0, 0, 0]);
-    let out = gpu.storage("fma out", u64::from(threads) * 4);
-    let group = gpu.bind(&fma, &[&shape, &out]);
-    let dispatch = |p: &mut wgpu::ComputePass| {
-        p.set_pipeline(&fma.pipeline);
-        p.set_bind_group(0, &group, &[]);
-        p.dispatch_workgroups(threads / 256, 1, 1);
-    };
-    time_kernel(gpu, 1, dispatch).await?;
-    let (fma_ms, _) = time_kernel(gpu, 4, dispatch).await?;
-    let flops = f64::from(threads) * f64::from(iters) * 8.0 * 4.0 * 2.0;
-    Ok(Micro { copy_gbps, fma_gflops: flops / (fma_ms * 1e6), gpu_timed })
-}
-
-const SENTENCES: [&str; 4] = [
-    "The harbour was quiet in the early morning and the sky above it was a clear, pale blue. ",
-    "Fishing boats came back one by one, their red hulls bright against the grey stone walls. ",
-    "A yellow tram crossed the bridge while gulls circled over the market stalls. ",
-    "By noon the wind had turned and thin clouds drifted in from the west. ",
-];
-
-/// A document of about `tokens` tokens (whole words), from a few plain sentences.
-pub fn document(engine: &Engine, tokens: usize) -> Result<String> {
-    let mut text = String::new();
-    let mut i = 0;
-    let tok = engine.tokenizer();
-    while tok.encode(&text)?.len() < tokens {
-        text.push_str(SENTENCES[i % SENTENCES.len()]);
-        i += 1;
-    }
-    while tok.encode(&text)?.len() > tokens {
-        match text.trim_end().rfind(' ') {
-            Some(cut) => text.truncate(cut + 1),
-            None => break,
-        }
-    }
-    Ok(text)
-}
-
-/// The article's example, its document sized so strategy B prefills about `tokens` tokens.
-pub fn request_of_length(engine: &Engine, tokens: usize) -> Result<JudgeRequest> {
-    let base = |doc: &str| JudgeRequest {
-        system: Some("You are a careful judge. Answer in JSON.".into()),
-        user: format!("{doc}\nWhat color was the sky?"),
-        choices: vec!["blue".into(), "red".into(), "yellow".into()],
-        prefix: None,
-    };
-    let empty = base("");
-    let tok = engine.tokenizer();
-    let overhead = tok.encode(&tok.chat_prompt(empty.system.as_deref(), &empty.user, empty.prefix())?)?.len();
-    let doc = document(engine, tokens.saturating_sub(overhead))?;
-    Ok(base(&doc))
-}
-
 fn point(j: &Judgment) -> Point {
     Point {
         strategy: j.strategy,
@@ -308,8 +199,48 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let micro = microbenchmarks(&gpu).await?;
     let warm = request_of_length(engine, 32)?;
     engine.judge(&warm, Strategy::TokenByToken, 0).await?;
+    let sweep = sweep(engine, options, progress).await?;
+    let (batch, batch_skipped) = batches(engine, options, progress).await?;
+    let profile = if options.profile {
+        progress("profile: one prefill and one decode step per length, kernel by kernel");
+        Some(crate::profile::profile(engine.model_mut(), &options.lengths, &micro).await?)
+    } else {
+        None
+    };
+    let weights = engine.model().weights();
+    let decode_bytes = weights.decode_bytes();
+    Ok(BenchReport {
+        device: DeviceInfo::of(&gpu),
+        model: ModelInfo {
+            hidden_size: config.hidden_size,
+            layers: config.num_hidden_layers,
+            parameters: config.parameter_count(),
+            decode_bytes,
+            synthetic: weights.synthetic(),
+        },
+        roofline: Roofline::new(&config, &sweep, decode_bytes, &micro),
+        micro,
+        decode_ms_per_step: sweep.decode_ms,
+        cost_model: sweep.cost_model,
+        sweep: sweep.rows,
+        batch,
+        batch_skipped,
+        profile,
+        units: "ms of wall time unless the field says gpu_; GB/s = 1e9 bytes per second",
+    })
+}
 
-    let mut sweep = Vec::new();
+/// The prompt-length sweep: rows, the median decode step, and the cost model fitted to them.
+struct Sweep {
+    rows: Vec<SweepRow>,
+    decode_ms: f64,
+    cost_model: Option<CostModel>,
+}
+
+/// A, B and B with the full head at each length; the cost model fitted to their prefills and
+/// A's decode steps, and its predictions at each length.
+async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Sweep> {
+    let mut rows = Vec::new();
     let mut decode_steps_ms = Vec::new();
     let mut fit_points = Vec::new();
     for &length in &options.lengths {
@@ -321,7 +252,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         decode_steps_ms.extend(a.timings_ms.decode.iter().copied());
         fit_points.push((bf.prompt_tokens as f64, bf.timings_ms.prefill));
         fit_points.push((a.prompt_tokens as f64, a.timings_ms.prefill));
-        sweep.push(SweepRow {
+        rows.push(SweepRow {
             length,
             speedup: a.timings_ms.total / b.timings_ms.total,
             speedup_full_head: a.timings_ms.total / bf.timings_ms.total,
@@ -336,29 +267,26 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let decode_ms = median(&decode_steps_ms);
     let cost_model = PrefillFit::fit(&fit_points).map(|prefill| CostModel { prefill, decode_ms });
     if let Some(m) = &cost_model {
-        for row in &mut sweep {
+        for row in &mut rows {
             row.predicted_a_ms = m.predict(row.a.prompt_tokens as f64, row.a.decode_steps as f64);
             row.predicted_b_ms = m.predict(row.b_full_head.prompt_tokens as f64, 0.0);
             row.predicted_speedup = row.predicted_a_ms / row.predicted_b_ms;
         }
     }
+    Ok(Sweep { rows, decode_ms, cost_model })
+}
 
-    let mut batch = Vec::new();
-    let mut batch_skipped = Vec::new();
+/// Strategy C at each batch size, without and with a shared prefix; sizes that do not fit
+/// this device are reported as skipped.
+async fn batches(
+    engine: &mut Engine,
+    options: &BenchOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Vec<BatchPoint>, Vec<String>)> {
+    let (mut batch, mut skipped) = (Vec::new(), Vec::new());
     let doc = document(engine, options.doc_tokens)?;
     for &n in &options.batch_sizes {
-        let reqs: Vec<JudgeRequest> = (0..n)
-            .map(|i| JudgeRequest {
-                system: Some("You are a careful judge. Answer in JSON.".into()),
-                user: format!(
-                    "{doc}\nQuestion {}: was the {} mentioned?",
-                    i + 1,
-                    ["sky", "boat", "tram", "wind"][i % 4]
-                ),
-                choices: vec!["yes".into(), "no".into()],
-                prefix: None,
-            })
-            .collect();
+        let reqs = questions(&doc, n);
         for shared in [false, true] {
             progress(&format!("batch of {n} judgments{}", if shared { ", shared prefix" } else { "" }));
             match engine.judge_batch(&reqs, shared).await {
@@ -370,56 +298,42 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
                     total_ms: record.timings_ms.total,
                     judgments_per_s: record.judgments_per_s,
                 }),
-                Err(e) => batch_skipped.push(format!("{n} judgments (shared prefix {shared}): {e}")),
+                Err(e) => skipped.push(format!("{n} judgments (shared prefix {shared}): {e}")),
             }
         }
     }
+    Ok((batch, skipped))
+}
 
-    let profile = if options.profile {
-        progress("profile: one prefill and one decode step per length, kernel by kernel");
-        Some(crate::profile::profile(engine.model_mut(), &options.lengths, &micro).await?)
-    } else {
-        None
-    };
-
-    let decode_bytes = engine.model().weights().decode_bytes();
-    let decode_gbps = if decode_ms > 0.0 { decode_bytes as f64 / (decode_ms * 1e6) } else { 0.0 };
-    let longest = sweep.last();
-    let (prefill_tokens, prefill_ms) =
-        longest.map_or((0, 0.0), |r| (r.b_full_head.prompt_tokens, r.b_full_head.prefill_ms));
-    let prefill_gflops =
-        if prefill_ms > 0.0 { forward_flops(&config, prefill_tokens, 0, 1) / (prefill_ms * 1e6) } else { 0.0 };
-    let info = &gpu.info;
-    Ok(BenchReport {
-        device: DeviceInfo {
-            name: info.name.clone(),
-            backend: format!("{:?}", info.backend),
-            timestamps: gpu.timestamps,
-            max_binding_mib: gpu.max_binding >> 20,
+impl DeviceInfo {
+    fn of(gpu: &Gpu) -> Self {
+        DeviceInfo {
+            name: gpu.info().name.clone(),
+            backend: format!("{:?}", gpu.info().backend),
+            timestamps: gpu.timestamps(),
+            max_binding_mib: gpu.max_binding() >> 20,
             kernels: gpu.kernel_family().name(),
-        },
-        model: ModelInfo {
-            hidden_size: config.hidden_size,
-            layers: config.num_hidden_layers,
-            parameters: config.parameter_count(),
-            decode_bytes,
-            synthetic: engine.model().weights().synthetic,
-        },
-        roofline: Roofline {
+        }
+    }
+}
+
+impl Roofline {
+    /// Decode from the median step and the weight bytes it reads; prefill from the longest
+    /// length's full-head prefill.
+    fn new(config: &Qwen2Config, sweep: &Sweep, decode_bytes: u64, micro: &Micro) -> Self {
+        let decode_ms = sweep.decode_ms;
+        let decode_gbps = if decode_ms > 0.0 { decode_bytes as f64 / (decode_ms * 1e6) } else { 0.0 };
+        let (prefill_tokens, prefill_ms) =
+            sweep.rows.last().map_or((0, 0.0), |r| (r.b_full_head.prompt_tokens, r.b_full_head.prefill_ms));
+        let prefill_gflops =
+            if prefill_ms > 0.0 { forward_flops(config, prefill_tokens, 0, 1) / (prefill_ms * 1e6) } else { 0.0 };
+        Roofline {
             decode_gbps,
             decode_fraction: decode_gbps / micro.copy_gbps,
             prefill_gflops,
             prefill_fraction: prefill_gflops / micro.fma_gflops,
             prefill_tokens,
             decode_floor_ms: decode_bytes as f64 / (micro.copy_gbps * 1e6),
-        },
-        micro,
-        sweep,
-        decode_ms_per_step: decode_ms,
-        cost_model,
-        batch,
-        batch_skipped,
-        profile,
-        units: "ms of wall time unless the field says gpu_; GB/s = 1e9 bytes per second",
-    })
+        }
+    }
 }
