@@ -11,7 +11,7 @@ use wasm_bindgen::prelude::*;
 use crate::bench::{self, BenchOptions};
 use crate::config::Qwen2Config;
 use crate::gpu::{Gpu, GpuLoader, GpuOptions, GpuWeights, KernelFamily};
-use crate::judge::{DEFAULT_PREFIX, Engine, JudgeOptions, JudgeRequest, Strategy};
+use crate::judge::{DEFAULT_PREFIX, Engine, JudgeOptions, JudgeRequest, PrefixSharing, Strategy};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{CheckedSink, SafetensorsStream, shard_names};
 
@@ -217,7 +217,8 @@ impl WebEngine {
     pub async fn judge_batch(&self, requests_json: String, shared_prefix: bool) -> Result<String, JsValue> {
         let reqs: Vec<JudgeRequest> = serde_json::from_str(&requests_json)
             .map_err(|e| js_error(&format!("not a list of requests: {e}"), "input"))?;
-        let (record, judgments) = self.with(async |e| e.judge_batch(&reqs, shared_prefix).await).await?;
+        let (record, judgments) =
+            self.with(async |e| e.judge_batch(&reqs, PrefixSharing::from_flag(shared_prefix)).await).await?;
         Ok(json(&serde_json::json!({ "batch": record, "judgments": judgments })))
     }
 

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use common::*;
 use onetoken::gpu::{Gpu, GpuOptions, load_dir};
-use onetoken::judge::{Engine, JudgeRequest, Strategy};
+use onetoken::judge::{Engine, JudgeRequest, PrefixSharing, Strategy};
 use onetoken::model::{Model, ModelOptions};
 use onetoken::tokenizer::Tokenizer;
 
@@ -88,8 +88,8 @@ fn a_batch_equals_each_judgment_alone_shared_prefix_or_not() {
         request(&format!("{doc}Which is longer?"), &["New York", "New Jersey", "Boston"]),
     ];
     let mut e = engine(4);
-    let (plain, plain_j) = block(e.judge_batch(&reqs, false)).unwrap();
-    let (shared, shared_j) = block(e.judge_batch(&reqs, true)).unwrap();
+    let (plain, plain_j) = block(e.judge_batch(&reqs, PrefixSharing::Off)).unwrap();
+    let (shared, shared_j) = block(e.judge_batch(&reqs, PrefixSharing::Shared)).unwrap();
     assert_eq!(plain.shared_prefix_tokens, 0);
     assert!(shared.shared_prefix_tokens > 10, "{}", shared.shared_prefix_tokens);
     assert!(shared.batch_prefill_tokens < plain.batch_prefill_tokens);
@@ -117,9 +117,9 @@ fn bad_requests_fail_before_any_work() {
     let msg = bad(&mut e, request(&past_context, &["x", "y"]));
     assert!(msg.contains("does not fit") && msg.contains("the model's context is 4096 tokens"), "{msg}");
     let batch = [request("a", &["x", "y"]), request(&past_context, &["x", "y"])];
-    assert!(block(e.judge_batch(&batch, false)).unwrap_err().to_string().contains("4096"));
+    assert!(block(e.judge_batch(&batch, PrefixSharing::Off)).unwrap_err().to_string().contains("4096"));
     let bad_choice = [request("a", &["x", "y"]), request("b", &["x", "x"])];
-    assert!(block(e.judge_batch(&bad_choice, false)).unwrap_err().to_string().contains("request 2"));
+    assert!(block(e.judge_batch(&bad_choice, PrefixSharing::Off)).unwrap_err().to_string().contains("request 2"));
     assert!(block(e.judge(&request("a", &["x", "y"]), Strategy::Batched, 0)).is_err());
     assert!((0..2).all(|s| e.model().tokens_in(s).unwrap() == 0));
 }
@@ -131,7 +131,7 @@ fn the_engine_sizes_itself_to_each_request_up_to_the_context() {
     let b = block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap();
     assert!(b.prompt_tokens > 400 && e.model().kv_capacity() > 400);
     let three = [request("a", &["x", "y"]), request("b", &["x", "y"]), request("c", &["x", "y"])];
-    let (record, _) = block(e.judge_batch(&three, false)).unwrap();
+    let (record, _) = block(e.judge_batch(&three, PrefixSharing::Off)).unwrap();
     assert_eq!(record.judgments, 3);
     assert!(e.model().kv_slots() >= 3 && e.model().kv_capacity() > 400, "sizes only grow");
 }

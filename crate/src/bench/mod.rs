@@ -15,7 +15,7 @@ use crate::config::Qwen2Config;
 use crate::cost::{CostModel, PrefillFit, forward_flops, median};
 use crate::error::Result;
 use crate::gpu::Gpu;
-use crate::judge::{Engine, JudgeRequest, Judgment, Strategy};
+use crate::judge::{Engine, JudgeRequest, Judgment, PrefixSharing, Strategy};
 use crate::model::ModelOptions;
 use crate::profile::Profile;
 
@@ -287,9 +287,10 @@ async fn batches(
     let doc = document(engine, options.doc_tokens)?;
     for &n in &options.batch_sizes {
         let reqs = questions(&doc, n);
-        for shared in [false, true] {
+        for sharing in [PrefixSharing::Off, PrefixSharing::Shared] {
+            let shared = sharing == PrefixSharing::Shared;
             progress(&format!("batch of {n} judgments{}", if shared { ", shared prefix" } else { "" }));
-            match engine.judge_batch(&reqs, shared).await {
+            match engine.judge_batch(&reqs, sharing).await {
                 Ok((record, _)) => batch.push(BatchPoint {
                     judgments: n,
                     shared_prefix: shared,

@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use onetoken::bench::{BenchOptions, BenchReport};
 use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, load_dir};
-use onetoken::judge::{Engine, JudgeOptions, JudgeRequest, Strategy};
+use onetoken::judge::{Engine, JudgeOptions, JudgeRequest, PrefixSharing, Strategy};
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 use onetoken::tokenizer::Tokenizer;
 use onetoken::{Error, Qwen2Config, Result};
@@ -252,7 +252,8 @@ fn judge(args: JudgeArgs) -> Result<()> {
             .map(|(i, l)| read_json(path, l, Some(i + 1)))
             .collect::<Result<_>>()?;
         let mut engine = engine(&args.source, &args.device)?;
-        let (record, judgments) = pollster::block_on(engine.judge_batch(&reqs, args.shared_prefix))?;
+        let (record, judgments) =
+            pollster::block_on(engine.judge_batch(&reqs, PrefixSharing::from_flag(args.shared_prefix)))?;
         print(&record);
         for j in &judgments {
             print(j);

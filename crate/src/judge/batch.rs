@@ -15,20 +15,38 @@ struct Walker {
     fork: Option<(Vec<f32>, Vec<f32>)>,
 }
 
+/// Whether a batch's prompts share their common prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixSharing {
+    /// Every prompt is prefilled whole.
+    Off,
+    /// The prompts' longest common token prefix (the document) is prefilled once in slot 0 and
+    /// copied to every slot.
+    Shared,
+}
+
+impl PrefixSharing {
+    pub fn from_flag(shared: bool) -> Self {
+        if shared { PrefixSharing::Shared } else { PrefixSharing::Off }
+    }
+}
+
 impl Engine {
     /// Strategy C: every request in one batched prefill (each in its own KV slot), answered
-    /// by strategy B's choice head. With `shared_prefix`, the prompts' longest common token
-    /// prefix (the document) is prefilled once in slot 0 and copied to every slot first. The
+    /// by strategy B's choice head, optionally over a shared prefix ([`PrefixSharing`]). The
     /// model grows to hold every request at once.
     pub async fn judge_batch(
         &mut self,
         reqs: &[JudgeRequest],
-        shared_prefix: bool,
+        sharing: PrefixSharing,
     ) -> Result<(BatchRecord, Vec<Judgment>)> {
         let start = now_ms();
         let mut walkers = self.tokenize_batch(reqs)?;
         let sets: Vec<&ChoiceSet> = walkers.iter().map(|w| &w.set).collect();
-        let shared = if shared_prefix { shared_prefix_len(&sets) } else { 0 };
+        let shared = match sharing {
+            PrefixSharing::Shared => shared_prefix_len(&sets),
+            PrefixSharing::Off => 0,
+        };
         let batch_tokens: usize = sets.iter().map(|s| s.base().len() - shared).sum();
         let longest = sets.iter().map(|s| s.base().len() + s.sequences().iter().map(Vec::len).max().unwrap_or(0)).max();
         let choice_ids = sets.iter().map(|s| s.all_tokens().len()).sum();

@@ -18,6 +18,8 @@ mod single;
 
 use std::rc::Rc;
 
+pub use batch::PrefixSharing;
+
 pub use record::{
     Answer, BatchRecord, BatchTimings, DEFAULT_PREFIX, GpuTimings, JudgeRequest, Judgment, JudgmentContext, Strategy,
     Timings, json_object_closed, parse_choice,

@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use super::{EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, SILU_MUL, TOP_K, div_up, uniform, work};
-use crate::gpu::{Gpu, Kernel, PackedMatrix};
+use crate::gpu::{Gpu, Kernel, KernelSpec, PackedMatrix, Work};
 
 uniform!(
     /// The `Shape` of embedding.wgsl and lm_head_rows.wgsl: one row chunk of a vocabulary matrix.
@@ -33,32 +33,55 @@ fn chunk_shape(m: &PackedMatrix, row_start: usize, rows: usize) -> ChunkShape {
 
 /// `out[t, :] = embed_tokens[ids[t], :]` — ids: [M] u32, out: [M, H] f32; one dispatch per
 /// row chunk of the (possibly split) embedding.
-pub struct Embedding {
-    kernel: Rc<Kernel>,
-    chunks: Vec<wgpu::BindGroup>,
-    cols: usize,
-    weight_bytes: usize,
-}
+pub struct Embedding(PerChunk);
 
 impl Embedding {
     pub fn new(gpu: &Gpu, ids: &wgpu::Buffer, table: &PackedMatrix, out: &wgpu::Buffer) -> Self {
-        let kernel = gpu.kernel(&EMBEDDING, &[table.dtype_constant()]);
-        let chunks = table
-            .chunks()
-            .iter()
-            .map(|c| {
-                let shape = gpu.uniform("embedding", &chunk_shape(table, c.row_start, c.rows));
-                gpu.bind(&kernel, &[&shape, ids, &c.buffer, out])
-            })
-            .collect();
-        Self { kernel, chunks, cols: table.cols(), weight_bytes: table.dtype().size() }
+        Self(PerChunk::new(gpu, &EMBEDDING, table, |kernel, shape, chunk| gpu.bind(kernel, &[shape, ids, chunk, out])))
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         // Each token's row is read from one chunk: the bytes are shared out among them.
-        let bytes = m as usize * self.cols * (self.weight_bytes + 4) / self.chunks.len().max(1);
-        for group in &self.chunks {
-            pass.dispatch(&self.kernel, group, (div_up(self.cols / 2, 64), m, 1), work(bytes, 0));
+        let c = &self.0;
+        let bytes = m as usize * c.cols * (c.weight_bytes + 4) / c.count();
+        c.dispatch_each(pass, (div_up(c.cols / 2, 64), m, 1), work(bytes, 0));
+    }
+}
+
+/// A kernel over a vocabulary matrix, bound once per row chunk with that chunk's
+/// [`ChunkShape`] (the embedding gather and the choice rows of the LM head).
+struct PerChunk {
+    kernel: Rc<Kernel>,
+    groups: Vec<wgpu::BindGroup>,
+    cols: usize,
+    weight_bytes: usize,
+}
+
+impl PerChunk {
+    /// `bind(kernel, shape, chunk)` makes one chunk's bind group.
+    fn new(
+        gpu: &Gpu,
+        spec: &KernelSpec,
+        m: &PackedMatrix,
+        bind: impl Fn(&Kernel, &wgpu::Buffer, &wgpu::Buffer) -> wgpu::BindGroup,
+    ) -> Self {
+        let kernel = gpu.kernel(spec, &[m.dtype_constant()]);
+        let groups = m
+            .chunks()
+            .iter()
+            .map(|c| bind(&kernel, &gpu.uniform(spec.name, &chunk_shape(m, c.row_start, c.rows)), &c.buffer))
+            .collect();
+        Self { kernel, groups, cols: m.cols(), weight_bytes: m.dtype().size() }
+    }
+
+    fn count(&self) -> usize {
+        self.groups.len().max(1)
+    }
+
+    /// One dispatch per chunk, each doing `work` (a share of the whole).
+    fn dispatch_each(&self, pass: &mut Pass, grid: (u32, u32, u32), work: Work) {
+        for group in &self.groups {
+            pass.dispatch(&self.kernel, group, grid, work);
         }
     }
 }
@@ -152,38 +175,20 @@ impl TopK {
 }
 
 /// The LM head over chosen vocabulary rows only — ids: [k]; x: [R, H]; logits: [R, k].
-pub struct LmHeadRows {
-    kernel: Rc<Kernel>,
-    chunks: Vec<wgpu::BindGroup>,
-    cols: usize,
-    weight_bytes: usize,
-}
+pub struct LmHeadRows(PerChunk);
 
 impl LmHeadRows {
     pub fn new(gpu: &Gpu, ids: &wgpu::Buffer, x: &wgpu::Buffer, head: &PackedMatrix, logits: &wgpu::Buffer) -> Self {
-        let kernel = gpu.kernel(&LM_HEAD_ROWS, &[head.dtype_constant()]);
-        let chunks = head
-            .chunks()
-            .iter()
-            .map(|c| {
-                let shape = gpu.uniform("lm_head_rows", &chunk_shape(head, c.row_start, c.rows));
-                gpu.bind(&kernel, &[&shape, ids, x, &c.buffer, logits])
-            })
-            .collect();
-        Self { kernel, chunks, cols: head.cols(), weight_bytes: head.dtype().size() }
+        Self(PerChunk::new(gpu, &LM_HEAD_ROWS, head, |kernel, shape, chunk| {
+            gpu.bind(kernel, &[shape, ids, x, chunk, logits])
+        }))
     }
 
     pub fn encode(&self, pass: &mut Pass, ids: u32, rows: u32) {
         // Each id's row lives in one chunk: the work is shared out among them.
-        let (ids, rows, chunks) = (ids as usize, rows as usize, self.chunks.len().max(1));
-        let bytes = (ids * self.cols * self.weight_bytes + rows * self.cols * 4) / chunks;
-        for group in &self.chunks {
-            pass.dispatch(
-                &self.kernel,
-                group,
-                (ids as u32, rows as u32, 1),
-                work(bytes, 2 * ids * rows * self.cols / chunks),
-            );
-        }
+        let c = &self.0;
+        let (ids, rows, chunks) = (ids as usize, rows as usize, c.count());
+        let bytes = (ids * c.cols * c.weight_bytes + rows * c.cols * 4) / chunks;
+        c.dispatch_each(pass, (ids as u32, rows as u32, 1), work(bytes, 2 * ids * rows * c.cols / chunks));
     }
 }
