@@ -24,5 +24,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if id < shape.row_start || id >= shape.row_start + shape.rows {
         return;
     }
-    out[t * pairs + p] = weight_pair((id - shape.row_start) * pairs + p);
+    out[t * pairs + p] = weight_pair(id - shape.row_start, p, shape.cols);
 }

@@ -19,20 +19,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let kp = shape.k / 2u;
     // Rows past the end read the last row (in bounds, branch-free); their results are dropped.
-    var wrow: array<u32, 4>;
+    var wrow: array<u32, 4>;  // first word of each weight row
     var xrow: array<u32, 4>;
     for (var i = 0u; i < 4u; i++) {
-        wrow[i] = min(n0 + i, shape.n - 1u) * kp;
+        wrow[i] = min(n0 + i, shape.n - 1u) * row_words(shape.k);
     }
     for (var i = 0u; i < BLOCK_M; i++) {
         xrow[i] = min(m0 + i, tokens.m - 1u) * kp;
     }
     var acc: array<vec4<f32>, 4>;  // acc[i][j]: token m0 + i, weight row n0 + j
     for (var p = 0u; p < kp; p++) {
-        let w0 = weight_pair(wrow[0] + p);
-        let w1 = weight_pair(wrow[1] + p);
-        let w2 = weight_pair(wrow[2] + p);
-        let w3 = weight_pair(wrow[3] + p);
+        let w0 = weight_pair_at(wrow[0], p, shape.k);
+        let w1 = weight_pair_at(wrow[1], p, shape.k);
+        let w2 = weight_pair_at(wrow[2], p, shape.k);
+        let w3 = weight_pair_at(wrow[3], p, shape.k);
         for (var i = 0u; i < BLOCK_M; i++) {
             let xv = x[xrow[i] + p];
             acc[i] += vec4<f32>(dot(xv, w0), dot(xv, w1), dot(xv, w2), dot(xv, w3));

@@ -30,10 +30,10 @@ fn main(
         return;  // the whole workgroup leaves together: this id lives in another chunk
     }
     let pairs = shape.cols / 2u;
-    let row = (id - shape.row_start) * pairs;
+    let base = (id - shape.row_start) * row_words(shape.cols);
     var s = 0.0;
     for (var p = tid; p < pairs; p += WG) {
-        s += dot(weight_pair(row + p), x[r * pairs + p]);
+        s += dot(weight_pair_at(base, p, shape.cols), x[r * pairs + p]);
     }
     partial[tid] = s;
     workgroupBarrier();

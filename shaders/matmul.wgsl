@@ -50,10 +50,10 @@ fn main(
                 }
             }
             if n < shape.n && p < k_pairs {
-                let at = n * k_pairs + p;
-                wv = vec4<f32>(weight_pair(at), 0.0, 0.0);
+                let base = n * row_words(shape.k);
+                wv = vec4<f32>(weight_pair_at(base, p, shape.k), 0.0, 0.0);
                 if both {
-                    wv = vec4<f32>(wv.xy, weight_pair(at + 1u));
+                    wv = vec4<f32>(wv.xy, weight_pair_at(base, p + 1u, shape.k));
                 }
             }
             xs[row * ROW + e % (BK / 4u)] = xv;

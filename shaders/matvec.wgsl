@@ -1,6 +1,8 @@
 // Linear layer (interface in linear.wgsl) for GPUs at small M: decode, and short prefills where
 // matmul's tiles would leave most of a GPU idle. K must be a multiple of 8 (every Qwen2.5 size
-// is; other K go to matmul). Token rows are taken 8 at a time (B <= 8 per block).
+// is; other K go to matmul). Token rows are taken 8 at a time (B <= 8 per block). A 16-byte
+// load holds 8 values of a 16-bit row, 4 of an f32 row, 16 of a Q8_0 row (half a block) or a
+// whole Q4_0 block; a quantized load's dot product is scaled once by its block's scale.
 // Decode is bandwidth-bound, so the weights are streamed once, 16 bytes per load: LANES
 // threads walk a weight row along K, neighbours reading neighbouring 16-byte words
 // (coalesced), each dotting them with all B token rows; the partial sums of a row meet in
@@ -14,15 +16,51 @@ const ROWS: u32 = 8u;       // weight rows per workgroup
 var<workgroup> partial_lo: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 0..3
 var<workgroup> partial_hi: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 4..7
 
-// Token row b times one 16-byte load of weights, which hold 8 values (16-bit) or 4 (f32).
-fn row_dot(b: u32, quad: u32, wv: vec4<u32>) -> f32 {
-    let k4 = shape.k / 4u;
-    if DTYPE == 2u {
-        return dot(bitcast<vec4<f32>>(wv), x[b * k4 + quad]);
+// Values of a row per 16-byte load.
+fn values_per_load() -> u32 {
+    switch DTYPE {
+        case 2u: { return 4u; }
+        case 3u: { return 16u; }
+        case 4u: { return 32u; }
+        default: { return 8u; }
     }
-    let lo = vec4<f32>(unpack_word(wv.x), unpack_word(wv.y));
-    let hi = vec4<f32>(unpack_word(wv.z), unpack_word(wv.w));
-    return dot(lo, x[b * k4 + 2u * quad]) + dot(hi, x[b * k4 + 2u * quad + 1u]);
+}
+
+// Token row b times load i of a weight row (unscaled for quantized rows).
+fn row_dot(b: u32, i: u32, wv: vec4<u32>) -> f32 {
+    let k4 = shape.k / 4u;
+    switch DTYPE {
+        case 2u: {
+            return dot(bitcast<vec4<f32>>(wv), x[b * k4 + i]);
+        }
+        case 3u: {
+            let at = b * k4 + 4u * i;
+            return dot(unpack_q8(wv.x), x[at]) + dot(unpack_q8(wv.y), x[at + 1u])
+                + dot(unpack_q8(wv.z), x[at + 2u]) + dot(unpack_q8(wv.w), x[at + 3u]);
+        }
+        case 4u: {
+            let at = b * k4 + 8u * i;
+            return dot(unpack_q4_lo(wv.x), x[at]) + dot(unpack_q4_hi(wv.x), x[at + 1u])
+                + dot(unpack_q4_lo(wv.y), x[at + 2u]) + dot(unpack_q4_hi(wv.y), x[at + 3u])
+                + dot(unpack_q4_lo(wv.z), x[at + 4u]) + dot(unpack_q4_hi(wv.z), x[at + 5u])
+                + dot(unpack_q4_lo(wv.w), x[at + 6u]) + dot(unpack_q4_hi(wv.w), x[at + 7u]);
+        }
+        default: {
+            let lo = vec4<f32>(unpack_word(wv.x), unpack_word(wv.y));
+            let hi = vec4<f32>(unpack_word(wv.z), unpack_word(wv.w));
+            return dot(lo, x[b * k4 + 2u * i]) + dot(hi, x[b * k4 + 2u * i + 1u]);
+        }
+    }
+}
+
+// The scale of load i of the row starting at word `base` (1 for float rows).
+fn load_scale(base: u32, i: u32) -> f32 {
+    if DTYPE < 3u {
+        return 1.0;
+    }
+    let block = select(i, i / 2u, DTYPE == 3u);
+    let at = base + quant_words(shape.k) + block / 2u;
+    return pick_scale(w[at / 4u][at % 4u], block);
 }
 
 @compute @workgroup_size(32, 8)
@@ -33,8 +71,7 @@ fn main(
 ) {
     let lane = lid.x;
     let n = (wg.x + wg.y * groups.x) * ROWS + lid.y;
-    let per_load = select(8u, 4u, DTYPE == 2u);
-    let loads = shape.k / per_load;  // 16-byte loads per weight row
+    let loads = shape.k / values_per_load();  // 16-byte loads of a weight row's values
     // Each block of 8 token rows reads the workgroup's weight rows again, from cache.
     for (var b0 = 0u; b0 < tokens.m; b0 += 8u) {
         block(b0, min(tokens.m - b0, 8u), n, lane, lid.y, loads);
@@ -46,17 +83,19 @@ fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
     var lo = vec4<f32>(0.0);
     var hi = vec4<f32>(0.0);
     if n < shape.n {
+        let base = n * row_words(shape.k);  // a multiple of 4: rows are 16-byte aligned
         for (var i = lane; i < loads; i += LANES) {
-            let wv = w[n * loads + i];
-            lo.x += row_dot(b0, i, wv);
-            if b_count > 1u { lo.y += row_dot(b0 + 1u, i, wv); }
-            if b_count > 2u { lo.z += row_dot(b0 + 2u, i, wv); }
-            if b_count > 3u { lo.w += row_dot(b0 + 3u, i, wv); }
+            let wv = w[base / 4u + i];
+            let d = load_scale(base, i);
+            lo.x += d * row_dot(b0, i, wv);
+            if b_count > 1u { lo.y += d * row_dot(b0 + 1u, i, wv); }
+            if b_count > 2u { lo.z += d * row_dot(b0 + 2u, i, wv); }
+            if b_count > 3u { lo.w += d * row_dot(b0 + 3u, i, wv); }
             if b_count > 4u {
-                hi.x += row_dot(b0 + 4u, i, wv);
-                if b_count > 5u { hi.y += row_dot(b0 + 5u, i, wv); }
-                if b_count > 6u { hi.z += row_dot(b0 + 6u, i, wv); }
-                if b_count > 7u { hi.w += row_dot(b0 + 7u, i, wv); }
+                hi.x += d * row_dot(b0 + 4u, i, wv);
+                if b_count > 5u { hi.y += d * row_dot(b0 + 5u, i, wv); }
+                if b_count > 6u { hi.z += d * row_dot(b0 + 6u, i, wv); }
+                if b_count > 7u { hi.w += d * row_dot(b0 + 7u, i, wv); }
             }
         }
     }

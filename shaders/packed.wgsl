@@ -1,7 +1,10 @@
 // Packed weights: a matrix stays in its file's form, two 16-bit values per u32 word (bf16 or
-// f16), or one f32 per word. Values are widened here; all arithmetic is f32, so `shader-f16`
-// is never needed. Prepended to every kernel that reads a weight matrix.
-// DTYPE: 0 = bf16, 1 = f16, 2 = f32.
+// f16) or one f32 per word, or is quantized in blocks of 32 values with one f16 scale each
+// (Q8_0: a signed byte per value; Q4_0: a nibble per value, minus 8). A quantized row holds its
+// quants in value order, then its scales two per word, padded to 16 bytes (quant.rs). Values
+// are widened here; all arithmetic is f32, so `shader-f16` is never needed. Prepended to every
+// kernel that reads a weight matrix.
+// DTYPE: 0 = bf16, 1 = f16, 2 = f32, 3 = q8_0, 4 = q4_0.
 override DTYPE: u32 = 0u;
 
 // The two 16-bit values of one word (DTYPE 0 or 1), low half first.
@@ -11,4 +14,38 @@ fn unpack_word(word: u32) -> vec2<f32> {
     }
     // bf16 is the top half of an f32: shift each half into place.
     return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
+}
+
+// The four signed bytes of a Q8_0 word, in value order.
+fn unpack_q8(word: u32) -> vec4<f32> {
+    let bytes = bitcast<vec4<i32>>(vec4<u32>(word << 24u, word << 16u, word << 8u, word));
+    return vec4<f32>(bytes >> vec4<u32>(24u));  // arithmetic shift: sign-extended
+}
+
+// Values 0..3 and 4..7 of a Q4_0 word (its nibbles, low first, minus 8).
+fn unpack_q4_lo(word: u32) -> vec4<f32> {
+    return vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - 8.0;
+}
+fn unpack_q4_hi(word: u32) -> vec4<f32> {
+    return vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - 8.0;
+}
+
+// Words of a quantized row's quants (DTYPE 3 or 4).
+fn quant_words(cols: u32) -> u32 {
+    return select(cols / 8u, cols / 4u, DTYPE == 3u);
+}
+
+// Words of one row of `cols` values (cols a multiple of 32 when quantized).
+fn row_words(cols: u32) -> u32 {
+    switch DTYPE {
+        case 2u: { return cols; }
+        case 3u, 4u: { return quant_words(cols) + (cols / 32u + 7u) / 8u * 4u; }
+        default: { return cols / 2u; }
+    }
+}
+
+// The scale of `block` from the word holding it and its neighbour (even blocks low).
+fn pick_scale(word: u32, block: u32) -> f32 {
+    let pair = unpack2x16float(word);
+    return select(pair.x, pair.y, (block & 1u) == 1u);
 }

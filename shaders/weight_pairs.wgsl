@@ -1,10 +1,33 @@
 // Reads a packed matrix `w: array<u32>` (declared by the kernel) two values at a time; see
 // packed.wgsl, which must come first.
 
-// Values 2p and 2p+1 of `w`, counting along rows (row-major [rows, cols], cols even).
-fn weight_pair(p: u32) -> vec2<f32> {
-    if DTYPE == 2u {
-        return vec2<f32>(bitcast<f32>(w[2u * p]), bitcast<f32>(w[2u * p + 1u]));
+// Values 2p and 2p+1 of the row starting at word `base` (row * row_words(cols)) of a matrix of
+// `cols` columns (even; a multiple of 32 when quantized).
+fn weight_pair_at(base: u32, p: u32, cols: u32) -> vec2<f32> {
+    switch DTYPE {
+        case 2u: {
+            return vec2<f32>(bitcast<f32>(w[base + 2u * p]), bitcast<f32>(w[base + 2u * p + 1u]));
+        }
+        case 3u: {
+            let v = 2u * p;
+            let q = unpack_q8(w[base + v / 4u]);
+            let d = pick_scale(w[base + quant_words(cols) + v / 64u], v / 32u);
+            return select(q.xy, q.zw, (v & 2u) == 2u) * d;
+        }
+        case 4u: {
+            let v = 2u * p;
+            let word = w[base + v / 8u] >> (4u * (v % 8u));
+            let q = vec2<f32>(f32(word & 15u), f32((word >> 4u) & 15u)) - 8.0;
+            let d = pick_scale(w[base + quant_words(cols) + v / 64u], v / 32u);
+            return q * d;
+        }
+        default: {
+            return unpack_word(w[base + p]);
+        }
     }
-    return unpack_word(w[p]);
+}
+
+// Values 2p and 2p+1 of row `row`.
+fn weight_pair(row: u32, p: u32, cols: u32) -> vec2<f32> {
+    return weight_pair_at(row * row_words(cols), p, cols);
 }

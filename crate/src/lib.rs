@@ -9,14 +9,14 @@
 //! every kernel; and keeps a plain CPU reference forward as the oracle for every GPU test.
 //!
 //! What it does not do: sampling strategies beyond greedy and choice-constrained picks, models
-//! other than the Qwen2 architecture, training, or quantised weights.
+//! other than the Qwen2 architecture, or training.
 //!
 //! Module map, from the bottom up:
 //!
 //! | module | what it holds |
 //! |---|---|
 //! | [`config`], [`hf_names`] | `config.json`, named presets, the HF tensor names |
-//! | [`weights`] | the safetensors stream parser and checks (no GPU) |
+//! | [`weights`], [`quant`] | the safetensors stream parser and checks; Q8_0/Q4_0 blocks (no GPU) |
 //! | [`tokenizer`], [`choice`] | tokenizer and chat template; choices as token sequences, constrained picks |
 //! | [`gpu`] | device and limits, kernels, buffers, weights on the GPU, dispatch and timing |
 //! | [`ops`] | one type per WGSL kernel, and synthetic weights generated on the GPU |
@@ -38,6 +38,7 @@ pub mod judge;
 pub mod model;
 pub mod ops;
 pub mod profile;
+pub mod quant;
 pub mod reference;
 pub mod synthetic;
 pub mod tokenizer;

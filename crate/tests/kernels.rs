@@ -7,8 +7,19 @@ mod common;
 use common::*;
 use onetoken::gpu::{Dispatcher, Gpu, GpuOptions, KernelFamily, PackedMatrix};
 use onetoken::ops;
+use onetoken::quant::{Quant, WeightFormat};
 use onetoken::reference;
 use onetoken::weights::Dtype;
+
+const BF16: WeightFormat = WeightFormat::Float(Dtype::BF16);
+/// Every format a weight matrix can have on the GPU.
+const FORMATS: [WeightFormat; 5] = [
+    BF16,
+    WeightFormat::Float(Dtype::F16),
+    WeightFormat::Float(Dtype::F32),
+    WeightFormat::Quant(Quant::Q8_0),
+    WeightFormat::Quant(Quant::Q4_0),
+];
 
 fn gpu() -> Gpu {
     Gpu::new_blocking(GpuOptions::default()).expect("a Vulkan device (lavapipe in CI)")
@@ -72,30 +83,39 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
         (17, 64, 33),    // matvec in blocks of 8 token rows: 8 + 8 + 1
         (32, 896, 4864), // the most rows matvec takes
         (33, 896, 896),  // the fewest matmul takes when K allows matvec
+        (3, 96, 33),     // quantized blocks at odd M and N: matvec
+        (67, 160, 129),  // and matmul
     ];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
-        for dtype in [Dtype::BF16, Dtype::F16, Dtype::F32] {
-            if dtype != Dtype::BF16 && k > 1000 {
-                continue; // dtype handling is size-independent; keep the big cases to bf16
+        for format in FORMATS {
+            let quantized = matches!(format, WeightFormat::Quant(_));
+            if quantized && k % 32 != 0 {
+                continue; // quantized rows are whole blocks of 32
+            }
+            // Float formats differ in unpacking only: the big cases stay bf16. Quantized ones
+            // also cover the real sizes of decode (matvec) and prefill (matmul), but not the
+            // largest case (lavapipe time).
+            if (!quantized && format != BF16 && k > 1000) || (quantized && m * k * n > 150_000_000) {
+                continue;
             }
             for (bias, accumulate) in [(false, false), (true, true)] {
                 let seed = (i * 10) as u64;
                 let x = seeded(seed, m * k, 1.0);
-                let w = dtype.round(&seeded(seed + 1, n * k, 0.1));
+                let w = format.round(&seeded(seed + 1, n * k, 0.1), k);
                 let b = seeded(seed + 2, n, 0.5);
                 let y0 = seeded(seed + 3, m * n, 1.0);
                 let mut want = reference::linear(&x, &w, bias.then_some(&b[..]), k);
                 if accumulate {
                     want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
                 }
-                let wm = PackedMatrix::from_f32(gpu, "w", n, k, dtype, &w).unwrap();
+                let wm = PackedMatrix::from_f32(gpu, "w", (n, k), format, &w).unwrap();
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(gpu, m);
                 let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: bias.then_some(&bb), y: &yb, out_cols: n };
                 let store = if accumulate { ops::Store::Accumulate } else { ops::Store::Overwrite };
                 let op = ops::Linear::new(gpu, &wm, io, store);
                 run(gpu, |p| op.encode(p, m as u32));
-                let what = format!("linear {family:?} M={m} K={k} N={n} {dtype:?} bias={bias}");
+                let what = format!("linear {family:?} M={m} K={k} N={n} {} bias={bias}", format.name());
                 assert_close(&read(gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
             }
         }
@@ -111,7 +131,7 @@ fn linear_over_split_weights_equals_unsplit() {
     let want = reference::linear(&x, &w, None, k);
     for (rows, family) in [(2usize, KernelFamily::Tiled), (8, KernelFamily::Tiled), (10, KernelFamily::Direct)] {
         let gpu = family_gpu(family, Some(4096));
-        let wm = PackedMatrix::from_f32(&gpu, "w", n, k, Dtype::BF16, &w).unwrap();
+        let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), BF16, &w).unwrap();
         assert_eq!(wm.chunks().len(), 15);
         let xb = gpu.storage_from("x", &x[..rows * k]);
         let yb = gpu.storage("y", (rows * n * 4) as u64);
@@ -125,13 +145,20 @@ fn linear_over_split_weights_equals_unsplit() {
 
 #[test]
 fn embedding_gathers_rows_across_chunks() {
-    for (vocab, h, limit) in [(1000, 896, None), (517, 70, Some(1024u64)), (151_936, 64, None)] {
+    let cases = [
+        (1000, 896, None, BF16),
+        (517, 70, Some(1024u64), BF16),
+        (151_936, 64, None, BF16),
+        (1000, 896, None, WeightFormat::Quant(Quant::Q8_0)),
+        (517, 96, Some(1024), WeightFormat::Quant(Quant::Q4_0)),
+    ];
+    for (vocab, h, limit, format) in cases {
         let gpu = match limit {
             Some(l) => small_binding_gpu(l),
             None => gpu(),
         };
-        let table = Dtype::BF16.round(&seeded(5, vocab * h, 1.0));
-        let tm = PackedMatrix::from_f32(&gpu, "embed", vocab, h, Dtype::BF16, &table).unwrap();
+        let table = format.round(&seeded(5, vocab * h, 1.0), h);
+        let tm = PackedMatrix::from_f32(&gpu, "embed", (vocab, h), format, &table).unwrap();
         if limit.is_some() {
             assert!(tm.chunks().len() > 10, "{} chunks", tm.chunks().len());
         }
@@ -140,7 +167,13 @@ fn embedding_gathers_rows_across_chunks() {
         let op = ops::Embedding::new(&gpu, &idb, &tm, &out);
         run(&gpu, |p| op.encode(p, ids.len() as u32));
         let want: Vec<f32> = ids.iter().flat_map(|&i| table[i as usize * h..][..h].to_vec()).collect();
-        assert_close(&read(&gpu, &out, ids.len() * h), &want, 0.0, 0.0, &format!("embedding {vocab}x{h}"));
+        assert_close(
+            &read(&gpu, &out, ids.len() * h),
+            &want,
+            0.0,
+            0.0,
+            &format!("embedding {vocab}x{h} {}", format.name()),
+        );
     }
 }
 
@@ -326,14 +359,16 @@ fn silu_mul_gather_and_top_k_match_reference() {
 
 #[test]
 fn lm_head_rows_compute_only_the_chosen_logits() {
-    for limit in [None, Some(2048u64)] {
+    let q8 = WeightFormat::Quant(Quant::Q8_0);
+    let q4 = WeightFormat::Quant(Quant::Q4_0);
+    for (limit, format) in [(None, BF16), (Some(2048u64), BF16), (None, q8), (Some(2048), q4)] {
         let gpu = match limit {
             Some(l) => small_binding_gpu(l),
             None => gpu(),
         };
         let (vocab, h, rows) = (1001, 896, 3);
-        let head = Dtype::BF16.round(&seeded(30, vocab * h, 0.1));
-        let hm = PackedMatrix::from_f32(&gpu, "head", vocab, h, Dtype::BF16, &head).unwrap();
+        let head = format.round(&seeded(30, vocab * h, 0.1), h);
+        let hm = PackedMatrix::from_f32(&gpu, "head", (vocab, h), format, &head).unwrap();
         let x = seeded(31, rows * h, 1.0);
         let ids = [1000u32, 0, 517, 3, 999];
         let all = reference::linear(&x, &head, None, h);
@@ -343,7 +378,13 @@ fn lm_head_rows_compute_only_the_chosen_logits() {
             (u32s(&gpu, "ids", &ids), gpu.storage_from("x", &x), gpu.storage("o", (rows * 5 * 4) as u64));
         let op = ops::LmHeadRows::new(&gpu, &ib, &xb, &hm, &out);
         run(&gpu, |p| op.encode(p, ids.len() as u32, rows as u32));
-        assert_close(&read(&gpu, &out, rows * 5), &want, 1e-4, 1e-4, &format!("lm_head_rows, limit {limit:?}"));
+        assert_close(
+            &read(&gpu, &out, rows * 5),
+            &want,
+            1e-4,
+            1e-4,
+            &format!("lm_head_rows, limit {limit:?}, {}", format.name()),
+        );
     }
 }
 

@@ -5,15 +5,15 @@ use wgpu::util::DeviceExt;
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::weights::Dtype;
+use crate::quant::WeightFormat;
 
 /// A weight matrix `[rows, cols]` in its file's dtype (two 16-bit values per u32 word, or one
-/// f32), split into row chunks so that no chunk exceeds the device's binding limit. Kernels run
-/// once per chunk; a small matrix is one chunk.
+/// f32) or quantized ([`crate::quant`]), split into row chunks so that no chunk exceeds the
+/// device's binding limit. Kernels run once per chunk; a small matrix is one chunk.
 pub struct PackedMatrix {
     rows: usize,
     cols: usize,
-    dtype: Dtype,
+    format: WeightFormat,
     chunks: Vec<MatrixChunk>,
 }
 
@@ -26,11 +26,14 @@ pub struct MatrixChunk {
 
 impl PackedMatrix {
     /// Allocates (uninitialised) chunks for a `[rows, cols]` matrix.
-    pub fn new(gpu: &Gpu, name: &str, rows: usize, cols: usize, dtype: Dtype) -> Result<Self> {
+    pub fn new(gpu: &Gpu, name: &str, rows: usize, cols: usize, format: WeightFormat) -> Result<Self> {
         if !cols.is_multiple_of(2) {
             return Err(Error::model_file(name, format!("{cols} columns: packed matrices need an even width")));
         }
-        let row_bytes = (cols * dtype.size()) as u64;
+        if let WeightFormat::Quant(q) = format {
+            q.check_cols(name, cols)?;
+        }
+        let row_bytes = format.row_bytes(cols) as u64;
         let rows_per_chunk = (gpu.weight_chunk_bytes / row_bytes).max(1) as usize;
         gpu.check_binding(name, row_bytes)?;
         let chunks = (0..rows)
@@ -46,7 +49,7 @@ impl PackedMatrix {
                 MatrixChunk { buffer, row_start, rows }
             })
             .collect();
-        Ok(Self { rows, cols, dtype, chunks })
+        Ok(Self { rows, cols, format, chunks })
     }
 
     pub fn rows(&self) -> usize {
@@ -57,9 +60,9 @@ impl PackedMatrix {
         self.cols
     }
 
-    /// The element type, as in the file.
-    pub fn dtype(&self) -> Dtype {
-        self.dtype
+    /// How the values are stored.
+    pub fn format(&self) -> WeightFormat {
+        self.format
     }
 
     /// The row chunks, each within one storage binding.
@@ -68,7 +71,7 @@ impl PackedMatrix {
     }
 
     pub fn row_bytes(&self) -> u64 {
-        (self.cols * self.dtype.size()) as u64
+        self.format.row_bytes(self.cols) as u64
     }
 
     /// Total bytes of the matrix (what one full read of it costs).
@@ -97,12 +100,7 @@ impl PackedMatrix {
 
     /// The override constant that tells `packed.wgsl` how to read this matrix.
     pub fn dtype_constant(&self) -> (&'static str, f64) {
-        let code = match self.dtype {
-            Dtype::BF16 => 0.0,
-            Dtype::F16 => 1.0,
-            Dtype::F32 => 2.0,
-        };
-        ("DTYPE", code)
+        ("DTYPE", f64::from(self.format.shader_code()))
     }
 }
 
@@ -205,11 +203,17 @@ fn oneshot<T: Send + 'static>() -> (impl FnOnce(T) + Send + 'static, impl std::f
 }
 
 impl PackedMatrix {
-    /// A matrix from f32 values, stored as `dtype` (rounded to nearest even for 16-bit types).
-    pub fn from_f32(gpu: &Gpu, name: &str, rows: usize, cols: usize, dtype: Dtype, values: &[f32]) -> Result<Self> {
+    /// A matrix from f32 values, stored as `format` (see [`WeightFormat::encode`]).
+    pub fn from_f32(
+        gpu: &Gpu,
+        name: &str,
+        (rows, cols): (usize, usize),
+        format: WeightFormat,
+        values: &[f32],
+    ) -> Result<Self> {
         assert_eq!(values.len(), rows * cols, "{name}: values for [{rows}, {cols}]");
-        let m = Self::new(gpu, name, rows, cols, dtype)?;
-        m.write(gpu, 0, &dtype.from_f32(values));
+        let m = Self::new(gpu, name, rows, cols, format)?;
+        m.write(gpu, 0, &format.encode(values, cols));
         Ok(m)
     }
 }

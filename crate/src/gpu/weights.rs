@@ -10,6 +10,7 @@ use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, PackedMatrix};
 use crate::hf_names::{EMBED_TOKENS, LM_HEAD, LayerNames, LinearNames, NORM};
+use crate::quant::WeightFormat;
 use crate::weights::{TensorInfo, TensorSink};
 
 /// A HF Linear: weight `[out, in]`, optional bias `[out]`.
@@ -193,7 +194,7 @@ impl TensorSink for GpuLoader {
                 continue;
             }
             if let [rows, cols] = t.shape[..] {
-                let m = PackedMatrix::new(&self.gpu, &t.name, rows, cols, t.dtype)?;
+                let m = PackedMatrix::new(&self.gpu, &t.name, rows, cols, WeightFormat::Float(t.dtype))?;
                 self.tensors.insert(t.name.clone(), Tensor::Matrix(m));
             }
         }

@@ -55,9 +55,9 @@ pub struct Linear {
     kernels: Kernels,
     /// One bind group per weight chunk, with the chunk's row count.
     chunks: Vec<(wgpu::BindGroup, usize)>,
-    /// K, bytes per weight, and whether y is read too (accumulate).
+    /// K, bytes per weight row, and whether y is read too (accumulate).
     k: usize,
-    weight_bytes: usize,
+    row_bytes: usize,
     accumulate: bool,
 }
 
@@ -79,7 +79,8 @@ impl Linear {
             Kernels::Tiled {
                 matmul_64: gpu.kernel(&MATMUL, &with(("TILE", 64.0))),
                 matmul_32: gpu.kernel(&MATMUL, &with(("TILE", 32.0))),
-                // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one.
+                // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one, 16
+                // or 32 quantized ones (rows of whole blocks, 16-byte aligned).
                 matvec: w.cols().is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &constants)),
             }
         };
@@ -103,7 +104,7 @@ impl Linear {
                 (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y]), c.rows)
             })
             .collect();
-        Self { kernels, chunks, k: w.cols(), weight_bytes: w.dtype().size(), accumulate }
+        Self { kernels, chunks, k: w.cols(), row_bytes: w.row_bytes() as usize, accumulate }
     }
 
     /// Encodes the layer for `m` token rows.
@@ -112,7 +113,7 @@ impl Linear {
         for (group, rows) in &self.chunks {
             let (kernel, grid) = self.pick(m, *rows);
             let y = m_ * rows * 4 * (1 + usize::from(self.accumulate));
-            pass.dispatch(kernel, group, grid, work(rows * k * self.weight_bytes + m_ * k * 4 + y, 2 * m_ * k * rows));
+            pass.dispatch(kernel, group, grid, work(rows * self.row_bytes + m_ * k * 4 + y, 2 * m_ * k * rows));
         }
     }
 

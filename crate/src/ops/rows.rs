@@ -43,7 +43,7 @@ impl Embedding {
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         // Each token's row is read from one chunk: the bytes are shared out among them.
         let c = &self.0;
-        let bytes = m as usize * c.cols * (c.weight_bytes + 4) / c.count();
+        let bytes = m as usize * (c.row_bytes + 4 * c.cols) / c.count();
         c.dispatch_each(pass, (div_up(c.cols / 2, 64), m, 1), work(bytes, 0));
     }
 }
@@ -54,7 +54,7 @@ struct PerChunk {
     kernel: Rc<Kernel>,
     groups: Vec<wgpu::BindGroup>,
     cols: usize,
-    weight_bytes: usize,
+    row_bytes: usize,
 }
 
 impl PerChunk {
@@ -71,7 +71,7 @@ impl PerChunk {
             .iter()
             .map(|c| bind(&kernel, &gpu.uniform(spec.name, &chunk_shape(m, c.row_start, c.rows)), &c.buffer))
             .collect();
-        Self { kernel, groups, cols: m.cols(), weight_bytes: m.dtype().size() }
+        Self { kernel, groups, cols: m.cols(), row_bytes: m.row_bytes() as usize }
     }
 
     fn count(&self) -> usize {
@@ -188,7 +188,7 @@ impl LmHeadRows {
         // Each id's row lives in one chunk: the work is shared out among them.
         let c = &self.0;
         let (ids, rows, chunks) = (ids as usize, rows as usize, c.count());
-        let bytes = (ids * c.cols * c.weight_bytes + rows * c.cols * 4) / chunks;
+        let bytes = (ids * c.row_bytes + rows * c.cols * 4) / chunks;
         c.dispatch_each(pass, (ids as u32, rows as u32, 1), work(bytes, 2 * ids * rows * c.cols / chunks));
     }
 }

@@ -8,6 +8,7 @@ use crate::config::Qwen2Config;
 use crate::error::Result;
 use crate::gpu::{Dispatcher, Gpu, GpuWeights, PackedMatrix, Tensor};
 use crate::hf_names::expected_tensors;
+use crate::quant::WeightFormat;
 use crate::synthetic;
 use crate::weights::Dtype;
 
@@ -24,7 +25,7 @@ pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, s
         let shape = SyntheticShape { seed, first: (c.row_start * m.cols()) as u32, pairs: pairs as u32, scale };
         let group = gpu.bind(&kernel, &[&gpu.uniform("synthetic", &shape), &c.buffer]);
         let (x, y) = grid_2d(div_up(pairs, 256));
-        pass.dispatch(&kernel, &group, (x, y, 1), work(pairs * 2 * m.dtype().size(), 0));
+        pass.dispatch(&kernel, &group, (x, y, 1), work(c.rows * m.row_bytes() as usize, 0));
     }
 }
 
@@ -39,7 +40,7 @@ pub fn synthetic_weights(gpu: &Gpu, config: &Qwen2Config) -> Result<GpuWeights> 
         for (name, shape) in expected_tensors(config) {
             let tensor = match shape[..] {
                 [rows, cols] => {
-                    let m = PackedMatrix::new(gpu, &name, rows, cols, Dtype::BF16)?;
+                    let m = PackedMatrix::new(gpu, &name, rows, cols, WeightFormat::Float(Dtype::BF16))?;
                     fill_synthetic(gpu, &mut pass, &m, synthetic::seed(&name), synthetic::SCALE);
                     Tensor::Matrix(m)
                 }
