@@ -10,6 +10,7 @@ use crate::choice::argmax;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
 use crate::hf_names::{EMBED_TOKENS, LM_HEAD, LayerNames, LinearNames, NORM};
+use crate::quant::Quant;
 use crate::weights::{TensorInfo, TensorSink};
 
 /// One decoder layer's weights, HF names.
@@ -100,6 +101,26 @@ impl CpuModel {
         let norm = take(NORM)?;
         let lm_head = if config.tie_word_embeddings { None } else { Some(take(LM_HEAD)?) };
         Ok(Self { config, embed_tokens, layers, norm, lm_head })
+    }
+
+    /// The same model with every matrix quantized and read back, as the GPU sees it after
+    /// quantize-on-load: the oracle for quantized forwards.
+    pub fn quantized(mut self, quant: Quant) -> Self {
+        let (h, i) = (self.config.hidden_size, self.config.intermediate_size);
+        let round = |m: &mut Vec<f32>, cols: usize| *m = quant.round(m, cols);
+        round(&mut self.embed_tokens, h);
+        if let Some(head) = &mut self.lm_head {
+            round(head, h);
+        }
+        for l in &mut self.layers {
+            for m in [&mut l.q_proj_weight, &mut l.k_proj_weight, &mut l.v_proj_weight, &mut l.o_proj_weight] {
+                round(m, h);
+            }
+            round(&mut l.gate_proj_weight, h);
+            round(&mut l.up_proj_weight, h);
+            round(&mut l.down_proj_weight, i);
+        }
+        self
     }
 
     /// Reads a model folder (config.json + safetensors, sharded or not) into f32.

@@ -92,7 +92,7 @@ impl WebLoader {
     #[wasm_bindgen(constructor)]
     pub fn new(gpu: &WebGpu, config_json: &[u8]) -> Result<WebLoader, JsValue> {
         let config = Qwen2Config::from_json(config_json).map_err(js)?;
-        let sink = CheckedSink::new(&config, GpuLoader::new(gpu.0.clone(), &config));
+        let sink = CheckedSink::new(&config, GpuLoader::new(gpu.0.clone(), &config, None));
         Ok(Self { gpu: gpu.0.clone(), config, sink: Some(sink), stream: None })
     }
 
@@ -172,7 +172,7 @@ impl WebEngine {
         tokenizer_config_json: &[u8],
     ) -> Result<WebEngine, JsValue> {
         let config = Qwen2Config::named(name).map_err(js)?;
-        let weights = crate::ops::synthetic_weights(&gpu.0, &config).map_err(js)?;
+        let weights = crate::ops::synthetic_weights(&gpu.0, &config, None).map_err(js)?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json, Some(tokenizer_config_json)).map_err(js)?;
         Self::build(gpu.0.clone(), weights, tokenizer)
     }

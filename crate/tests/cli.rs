@@ -197,3 +197,37 @@ fn a_headless_run_keeps_stderr_free_of_window_system_noise() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.is_empty(), "stderr: {stderr}");
 }
+
+#[test]
+fn quant_quantizes_on_load_on_the_gpu_and_in_the_cpu_reference() {
+    let model = fixture("tiny-qwen2").display().to_string();
+    let args = ["logits", "--model", &model, "--ids", "1,5,9,200", "--top-k", "5"];
+    let top = |extra: &[&str]| {
+        let (ok, out, err) = onetoken(&[&args[..], extra].concat());
+        assert!(ok, "{err}");
+        lines(&out)[0]["top"].clone()
+    };
+    for quant in ["q8_0", "q4_0"] {
+        let (gpu, cpu) = (top(&["--quant", quant]), top(&["--quant", quant, "--cpu"]));
+        let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|p| p[0].clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&gpu), ids(&cpu), "{quant}: GPU and CPU reference agree");
+        let logit = |v: &serde_json::Value| v[0][1].as_f64().unwrap();
+        assert!((logit(&gpu) - logit(&cpu)).abs() < 1e-3);
+        assert_ne!(logit(&gpu), logit(&top(&[])), "{quant} changes the weights");
+    }
+    let (ok, _, err) = onetoken(&[&args[..], &["--quant", "q3"]].concat());
+    assert!(!ok && err.contains("use q8_0 or q4_0"), "{err}");
+    let bench = ["bench", "--model", &model, "--json", "--lengths", "8", "--batch-sizes", "1", "--repeats", "1"];
+    let report = |extra: &[&str]| -> serde_json::Value {
+        let (ok, out, err) = onetoken(&[&bench[..], extra].concat());
+        assert!(ok, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let (plain, q4) = (report(&[]), report(&["--quant", "q4_0"]));
+    assert_eq!((plain["model"]["quant"].as_str(), q4["model"]["quant"].as_str()), (Some("bf16"), Some("q4_0")));
+    // The real bytes: per layer 448 rows of 64 values (q, k, v, o, gate, up) and 64 of 128
+    // (down), twice, and the tied head's 512 rows of 64. A q4_0 row of 64 is 32 bytes of
+    // nibbles and 16 of scales (2 f16, padded); of 128, 64 + 16.
+    assert_eq!(plain["model"]["decode_bytes"], 2 * (448 * 128 + 64 * 256) + 512 * 128);
+    assert_eq!(q4["model"]["decode_bytes"], 2 * (448 * 48 + 64 * 80) + 512 * 48);
+}

@@ -16,7 +16,7 @@ fn tiny_model(weight_chunk_bytes: Option<u64>) -> Model {
 
 fn tiny_model_with(weight_chunk_bytes: Option<u64>, kernels: Option<KernelFamily>) -> Model {
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions { weight_chunk_bytes, kernels, ..Default::default() }).unwrap());
-    let weights = load_dir(&gpu, &fixture("tiny-qwen2")).unwrap();
+    let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
     let options = ModelOptions { max_tokens: 64, kv_slots: 4, kv_capacity: 64, max_rows: 32, max_choice_ids: 16 };
     Model::new(gpu, weights, options).unwrap()
 }
@@ -187,7 +187,7 @@ fn synthetic_qwen2_5_0_5b_top5_matches_the_cpu_reference() {
     let config = onetoken::Qwen2Config::qwen2_5_0_5b();
     let prompt = [9707u32, 11, 1879, 0, 785, 3974, 13876, 38835];
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
-    let weights = onetoken::ops::synthetic_weights(&gpu, &config).unwrap();
+    let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
     let options = ModelOptions { max_tokens: 16, kv_slots: 1, kv_capacity: 16, max_rows: 1, max_choice_ids: 8 };
     let mut model = Model::new(gpu, weights, options).unwrap();
     let gpu_out = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();

@@ -12,7 +12,7 @@ use onetoken::tokenizer::Tokenizer;
 
 fn engine(slots: usize) -> Engine {
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
-    let weights = load_dir(&gpu, &fixture("tiny-qwen2")).unwrap();
+    let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
     let options =
         ModelOptions { max_tokens: 2048, kv_slots: slots, kv_capacity: 256, max_rows: 64, max_choice_ids: 64 };
     let model = Model::new(gpu, weights, options).unwrap();

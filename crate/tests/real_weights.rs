@@ -33,7 +33,7 @@ fn real_model_answers_coherently_on_cpu_and_gpu() {
     drop(cpu);
 
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
-    let weights = load_dir(&gpu, &dir).unwrap();
+    let weights = load_dir(&gpu, &dir, None).unwrap();
     let options = ModelOptions { max_tokens: 256, kv_slots: 1, kv_capacity: 256, max_rows: 8, max_choice_ids: 16 };
     let mut model = Model::new(gpu, weights, options).unwrap();
     let mut next =

@@ -80,7 +80,9 @@ pub struct ModelInfo {
     pub hidden_size: usize,
     pub layers: usize,
     pub parameters: usize,
-    /// Weight bytes one decode step reads.
+    /// How the weight matrices are stored: `bf16`, `f16`, `f32`, `q8_0` or `q4_0`.
+    pub quant: &'static str,
+    /// Weight bytes one decode step reads (in that format).
     pub decode_bytes: u64,
     pub synthetic: bool,
 }
@@ -215,6 +217,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
             hidden_size: config.hidden_size,
             layers: config.num_hidden_layers,
             parameters: config.parameter_count(),
+            quant: weights.format().name(),
             decode_bytes,
             synthetic: weights.synthetic(),
         },

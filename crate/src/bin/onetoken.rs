@@ -10,6 +10,7 @@ use std::rc::Rc;
 use onetoken::bench::{BenchOptions, BenchReport};
 use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, load_dir};
 use onetoken::judge::{Engine, JudgeOptions, JudgeRequest, PrefixSharing, Strategy};
+use onetoken::quant::Quant;
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 use onetoken::tokenizer::Tokenizer;
 use onetoken::{Error, Qwen2Config, Result};
@@ -30,7 +31,7 @@ enum Command {
     /// Logits of the last position of a prompt: top-k ids with their logits, as JSON.
     Logits {
         #[command(flatten)]
-        source: ModelSource,
+        source: ModelArgs,
         #[command(flatten)]
         device: DeviceArgs,
         /// Comma-separated token ids.
@@ -54,7 +55,7 @@ enum Command {
 #[derive(clap::Args)]
 struct JudgeArgs {
     #[command(flatten)]
-    source: ModelSource,
+    source: ModelArgs,
     #[command(flatten)]
     device: DeviceArgs,
     /// One request: {"system": "...", "user": "...", "choices": [...], "prefix": "..."}.
@@ -80,7 +81,7 @@ struct JudgeArgs {
 #[derive(clap::Args)]
 struct BenchArgs {
     #[command(flatten)]
-    source: ModelSource,
+    source: ModelArgs,
     #[command(flatten)]
     device: DeviceArgs,
     /// Print one JSON document (what the page charts) instead of a table.
@@ -129,9 +130,20 @@ struct ModelSource {
     synthetic: Option<String>,
 }
 
-impl ModelSource {
+/// The model, and how its matrices are stored.
+#[derive(clap::Args)]
+struct ModelArgs {
+    #[command(flatten)]
+    source: ModelSource,
+    /// Quantize the weight matrices on load: q8_0 or q4_0 (blocks of 32 values with one scale,
+    /// llama.cpp's Q8_0 and Q4_0). Default: as stored (synthetic weights: bf16).
+    #[arg(long, value_name = "q8_0|q4_0")]
+    quant: Option<Quant>,
+}
+
+impl ModelArgs {
     fn config(&self) -> Result<Qwen2Config> {
-        match (&self.model, &self.synthetic) {
+        match (&self.source.model, &self.source.synthetic) {
             (Some(dir), _) => Qwen2Config::load(dir),
             (None, Some(name)) => Qwen2Config::named(name),
             (None, None) => unreachable!("clap requires one"),
@@ -139,27 +151,32 @@ impl ModelSource {
     }
 
     fn tokenizer(&self) -> Result<Tokenizer> {
-        match &self.model {
+        match &self.source.model {
             Some(dir) => Tokenizer::load(dir),
             None => Tokenizer::from_bytes(QWEN_TOKENIZER, Some(QWEN_TOKENIZER_CONFIG)),
         }
     }
 
     fn gpu_weights(&self, gpu: &Rc<Gpu>) -> Result<GpuWeights> {
-        match &self.model {
-            Some(dir) => load_dir(gpu, dir),
-            None => onetoken::ops::synthetic_weights(gpu, &self.config()?),
+        match &self.source.model {
+            Some(dir) => load_dir(gpu, dir, self.quant),
+            None => onetoken::ops::synthetic_weights(gpu, &self.config()?, self.quant),
         }
     }
 
+    /// The CPU reference of the same weights (quantized and read back with `--quant`).
     fn cpu_model(&self) -> Result<CpuModel> {
-        match &self.model {
-            Some(dir) => CpuModel::load(dir),
+        let model = match &self.source.model {
+            Some(dir) => CpuModel::load(dir)?,
             None => {
                 let config = self.config()?;
-                CpuModel::from_tensors(config.clone(), onetoken::synthetic::cpu_tensors(&config))
+                CpuModel::from_tensors(config.clone(), onetoken::synthetic::cpu_tensors(&config))?
             }
-        }
+        };
+        Ok(match self.quant {
+            Some(q) => model.quantized(q),
+            None => model,
+        })
     }
 }
 
@@ -231,7 +248,7 @@ fn read_text(path: &std::path::Path) -> Result<String> {
 }
 
 /// The engine on this device and model (it sizes itself to each request).
-fn engine(source: &ModelSource, device: &DeviceArgs) -> Result<Engine> {
+fn engine(source: &ModelArgs, device: &DeviceArgs) -> Result<Engine> {
     let gpu = device.gpu()?;
     let weights = source.gpu_weights(&gpu)?;
     Engine::load(gpu, weights, source.tokenizer()?)
@@ -294,10 +311,11 @@ fn bench(args: BenchArgs) -> Result<()> {
 fn print_report(r: &BenchReport) {
     println!("device: {} ({}), timestamps: {}", r.device.name, r.device.backend, r.device.timestamps);
     println!(
-        "model: {} parameters, hidden {}, {} layers{}; one decode step reads {:.1} MB of weights",
+        "model: {} parameters, hidden {}, {} layers, {} weights{}; one decode step reads {:.1} MB of them",
         r.model.parameters,
         r.model.hidden_size,
         r.model.layers,
+        r.model.quant,
         if r.model.synthetic { " (synthetic weights: answers meaningless, timings real)" } else { "" },
         r.model.decode_bytes as f64 / 1e6
     );

@@ -10,7 +10,7 @@ use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, PackedMatrix};
 use crate::hf_names::{EMBED_TOKENS, LM_HEAD, LayerNames, LinearNames, NORM};
-use crate::quant::WeightFormat;
+use crate::quant::{Quant, WeightFormat};
 use crate::weights::{TensorInfo, TensorSink};
 
 /// A HF Linear: weight `[out, in]`, optional bias `[out]`.
@@ -66,6 +66,11 @@ impl GpuWeights {
     /// Generated, not trained: answers are meaningless (timings are real).
     pub fn synthetic(&self) -> bool {
         self.synthetic
+    }
+
+    /// How the matrices are stored (all of them alike).
+    pub fn format(&self) -> WeightFormat {
+        self.embed_tokens.format()
     }
 
     /// The LM head matrix (the embedding when tied).
@@ -139,16 +144,20 @@ impl GpuWeights {
 }
 
 /// A [`TensorSink`] that uploads a safetensors stream to the GPU as it arrives: matrices are
-/// written piece by piece (never whole in memory), vectors widened to f32 when complete.
+/// written piece by piece (never whole in memory), vectors widened to f32 when complete. With a
+/// [`Quant`], matrices are quantized on the way, a row at a time.
 /// Wrap it in [`crate::weights::CheckedSink`] so names and shapes are checked first.
 pub struct GpuLoader {
     gpu: Rc<Gpu>,
     config: Qwen2Config,
+    quant: Option<Quant>,
     tensors: HashMap<String, Tensor>,
-    /// The tensor being received: its matrix write position and a partial 4-byte word
-    /// (wgpu writes whole words; a stream may split anywhere), or a vector's bytes.
+    /// The tensor being received: its matrix write position, the bytes of a partial 4-byte word
+    /// (wgpu writes whole words) or of a partial value (quantizing), and the values of a partial
+    /// row (quantizing); or a vector's bytes.
     written: u64,
     carry: Vec<u8>,
+    row_values: Vec<f32>,
     vector_bytes: Vec<u8>,
     /// Bytes written since the last flush of wgpu's staging memory.
     unflushed: u64,
@@ -158,13 +167,16 @@ pub struct GpuLoader {
 const FLUSH_BYTES: u64 = 64 << 20;
 
 impl GpuLoader {
-    pub fn new(gpu: Rc<Gpu>, config: &Qwen2Config) -> Self {
+    /// Matrices keep their file's dtype, or are quantized to `quant`.
+    pub fn new(gpu: Rc<Gpu>, config: &Qwen2Config, quant: Option<Quant>) -> Self {
         Self {
             gpu,
             config: config.clone(),
+            quant,
             tensors: HashMap::new(),
             written: 0,
             carry: Vec::new(),
+            row_values: Vec::new(),
             vector_bytes: Vec::new(),
             unflushed: 0,
         }
@@ -184,6 +196,39 @@ impl GpuLoader {
             self.unflushed += bytes.len() as u64;
         }
     }
+
+    /// Writes the whole words of `bytes`, keeping a partial word for the next piece.
+    fn write_raw(&mut self, name: &str, mut bytes: &[u8]) {
+        if !self.carry.is_empty() {
+            let take = (4 - self.carry.len()).min(bytes.len());
+            self.carry.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.carry.len() == 4 {
+                let word = std::mem::take(&mut self.carry);
+                self.write(name, &word);
+            }
+        }
+        let aligned = bytes.len() / 4 * 4;
+        if aligned > 0 {
+            self.write(name, &bytes[..aligned]);
+        }
+        self.carry.extend_from_slice(&bytes[aligned..]);
+    }
+
+    /// Widens the whole values of `bytes` and writes every complete row, quantized.
+    fn write_quantized(&mut self, t: &TensorInfo, quant: Quant, bytes: &[u8]) {
+        self.carry.extend_from_slice(bytes);
+        let whole = self.carry.len() / t.dtype.size() * t.dtype.size();
+        t.dtype.to_f32(&self.carry[..whole], &mut self.row_values);
+        self.carry.drain(..whole);
+        let cols = t.shape[1];
+        let rows = self.row_values.len() / cols * cols;
+        if rows > 0 {
+            let encoded = WeightFormat::Quant(quant).encode(&self.row_values[..rows], cols);
+            self.write(&t.name, &encoded);
+            self.row_values.drain(..rows);
+        }
+    }
 }
 
 impl TensorSink for GpuLoader {
@@ -194,21 +239,21 @@ impl TensorSink for GpuLoader {
                 continue;
             }
             if let [rows, cols] = t.shape[..] {
-                let m = PackedMatrix::new(&self.gpu, &t.name, rows, cols, WeightFormat::Float(t.dtype))?;
+                let format = self.quant.map_or(WeightFormat::Float(t.dtype), WeightFormat::Quant);
+                let m = PackedMatrix::new(&self.gpu, &t.name, rows, cols, format)?;
                 self.tensors.insert(t.name.clone(), Tensor::Matrix(m));
             }
         }
         Ok(())
     }
 
-    fn piece(&mut self, t: &TensorInfo, offset: u64, mut bytes: &[u8]) -> Result<()> {
+    fn piece(&mut self, t: &TensorInfo, offset: u64, bytes: &[u8]) -> Result<()> {
         if offset == 0 {
-            (self.written, self.carry, self.vector_bytes) = (0, Vec::new(), Vec::new());
+            (self.written, self.carry, self.row_values, self.vector_bytes) = Default::default();
         }
-        let complete = offset + bytes.len() as u64 == t.byte_len();
         if t.shape.len() != 2 {
             self.vector_bytes.extend_from_slice(bytes);
-            if complete {
+            if offset + bytes.len() as u64 == t.byte_len() {
                 let mut values = Vec::with_capacity(t.numel());
                 t.dtype.to_f32(&self.vector_bytes, &mut values);
                 let buffer = self.gpu.storage_from(&t.name, &values);
@@ -216,20 +261,13 @@ impl TensorSink for GpuLoader {
             }
             return Ok(());
         }
-        if !self.carry.is_empty() {
-            let take = (4 - self.carry.len()).min(bytes.len());
-            self.carry.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.carry.len() == 4 {
-                let word = std::mem::take(&mut self.carry);
-                self.write(&t.name, &word);
-            }
+        if !self.tensors.contains_key(&t.name) {
+            return Ok(()); // not kept (a tied checkpoint's head)
         }
-        let aligned = bytes.len() / 4 * 4;
-        if aligned > 0 {
-            self.write(&t.name, &bytes[..aligned]);
+        match self.quant {
+            Some(quant) => self.write_quantized(t, quant, bytes),
+            None => self.write_raw(&t.name, bytes),
         }
-        self.carry.extend_from_slice(&bytes[aligned..]);
         if self.unflushed >= FLUSH_BYTES {
             self.gpu.queue.submit([]);
             self.unflushed = 0;
@@ -241,7 +279,7 @@ impl TensorSink for GpuLoader {
 /// Reads a model folder's weights onto the GPU (natively; the browser streams downloads
 /// through the same [`GpuLoader`]).
 #[cfg(not(target_arch = "wasm32"))]
-pub fn load_dir(gpu: &Rc<Gpu>, dir: &std::path::Path) -> Result<GpuWeights> {
+pub fn load_dir(gpu: &Rc<Gpu>, dir: &std::path::Path, quant: Option<Quant>) -> Result<GpuWeights> {
     let config = Qwen2Config::load(dir)?;
-    crate::weights::read_model_dir(dir, &config, GpuLoader::new(gpu.clone(), &config))?.finish()
+    crate::weights::read_model_dir(dir, &config, GpuLoader::new(gpu.clone(), &config, quant))?.finish()
 }
