@@ -51,8 +51,9 @@ step "cargo clippy"
 cargo clippy --all-targets --profile fast -- -D warnings
 
 step "cargo test"
-# wgpu's Vulkan backend probes Wayland; without XDG_RUNTIME_DIR libwayland prints a harmless
-# "error: XDG_RUNTIME_DIR is invalid" for every device created. Give it an empty private one.
+# Mesa's device-select Vulkan layer connects to Wayland when a Vulkan instance is made; without
+# XDG_RUNTIME_DIR libwayland prints a harmless "error: XDG_RUNTIME_DIR is invalid" for every
+# device the tests open (the CLI turns the layer off itself). Give it an empty private one.
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   XDG_RUNTIME_DIR=$(mktemp -d)
   export XDG_RUNTIME_DIR

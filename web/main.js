@@ -27,6 +27,7 @@ function applyLanguage() {
   document.documentElement.lang = lang;
   for (const el of document.querySelectorAll('[data-i18n]')) el.textContent = t()[el.dataset.i18n];
   for (const el of document.querySelectorAll('[data-i18n-placeholder]')) el.placeholder = t()[el.dataset.i18nPlaceholder];
+  for (const el of document.querySelectorAll('[data-i18n-aria-label]')) el.setAttribute('aria-label', t()[el.dataset.i18nAriaLabel]);
   $('lang-ko').setAttribute('aria-pressed', lang === 'ko');
   $('lang-en').setAttribute('aria-pressed', lang === 'en');
   const preset = $('preset');
@@ -143,7 +144,12 @@ function parseModel(value) {
   throw new Error(`unknown model ${value} (synthetic:NAME, folder:NAME or url:REPO)`);
 }
 
+/** The model the controls describe, with the weight format chosen (quantize on load). */
 function selectedSource() {
+  return { ...selectedFiles(), quant: $('model-quant').value || undefined };
+}
+
+function selectedFiles() {
   const kind = $('model-kind').value;
   if (kind.startsWith('synthetic:')) return parseModel(kind);
   if (kind === 'folder') return { kind, name: $('model-folder').value };
@@ -172,7 +178,13 @@ async function load(source) {
     modelInfo = result.info;
     $('model-progress').hidden = true;
     const name = source.kind === 'files' ? source.files.map((f) => f.name).join(', ') : source.name ?? source.url;
-    const facts = fill(t().modelFacts, { params: (modelInfo.parameters / 1e6).toFixed(modelInfo.parameters < 1e7 ? 2 : 0), layers: modelInfo.layers, hidden: modelInfo.hidden_size });
+    const facts = fill(t().modelFacts, {
+      params: (modelInfo.parameters / 1e6).toFixed(modelInfo.parameters < 1e7 ? 2 : 0),
+      layers: modelInfo.layers,
+      hidden: modelInfo.hidden_size,
+      quant: modelInfo.quant,
+      mb: (modelInfo.decode_bytes / 1e6).toFixed(modelInfo.decode_bytes < 1e7 ? 2 : 0),
+    });
     $('model-status').textContent = `${t().loaded}: ${name} — ${facts}`;
     $('synthetic-note').hidden = !modelInfo.synthetic;
     refreshCaches();
@@ -374,7 +386,9 @@ async function start() {
   $('gpu-info').textContent = `${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' ') || gpu.name} · ${features} · timestamp-query ${gpu.timestamps ? '✓' : '✗'} · max binding ${(gpu.max_binding / 2 ** 20).toFixed(0)} MiB`;
   await listFolders();
   const modelParam = params.get('model') ?? 'synthetic:qwen2.5-0.5b';
-  const source = parseModel(modelParam);
+  const quant = ['q8_0', 'q4_0'].includes(params.get('quant')) ? params.get('quant') : '';
+  $('model-quant').value = quant;
+  const source = { ...parseModel(modelParam), quant: quant || undefined };
   $('model-kind').value = source.kind === 'synthetic' ? modelParam : source.kind;
   if (source.kind === 'folder') {
     if (![...$('model-folder').options].some((o) => o.value === source.name)) $('model-folder').append(new Option(source.name, source.name));

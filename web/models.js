@@ -122,12 +122,12 @@ export async function loadModel(gpu, source, progress) {
     progress({ phase: 'tokenizer' });
     const [tok, cfg] = await Promise.all(['tokenizer.json', 'tokenizer_config.json'].map(async (n) => bytesOf(await fetchFile(new URL(n, TOKENIZER).href, { useCache: false }))));
     progress({ phase: 'weights', file: 'synthetic' });
-    return WebEngine.synthetic(gpu, source.name, tok, cfg);
+    return WebEngine.synthetic(gpu, source.name, tok, cfg, source.quant);
   }
   const open = opener(source);
   progress({ phase: 'config' });
   const config = await bytesOf(await open('config.json'));
-  const loader = new WebLoader(gpu, config);
+  const loader = new WebLoader(gpu, config, source.quant);
   const index = await open('model.safetensors.index.json', { optional: true });
   const shards = WebLoader.shardNames(index ? await bytesOf(index) : undefined);
   const files = [];

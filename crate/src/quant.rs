@@ -172,6 +172,34 @@ impl Quant {
             .collect()
     }
 
+    /// Bytes of one block in llama.cpp's (GGUF's) layout: the f16 scale, then the quants
+    /// (Q4_0: byte j holds value j in its low nibble and value j + 16 in its high one).
+    pub fn gguf_block_bytes(self) -> usize {
+        2 + self.quant_bytes(BLOCK)
+    }
+
+    /// Appends one row of `cols` values given in GGUF blocks, in the GPU layout: the same
+    /// scales and quants, rearranged.
+    pub fn row_from_gguf(self, blocks: &[u8], cols: usize, out: &mut Vec<u8>) {
+        let start = out.len();
+        let blocks = &blocks[..cols / BLOCK * self.gguf_block_bytes()];
+        for block in blocks.chunks_exact(self.gguf_block_bytes()) {
+            let qs = &block[2..];
+            match self {
+                Quant::Q8_0 => out.extend_from_slice(qs),
+                Quant::Q4_0 => out.extend((0..BLOCK / 2).map(|j| {
+                    let (even, odd) = ((2 * j) % 16, (2 * j + 1) % 16);
+                    let nibble = |i: usize, v: usize| (qs[i] >> (4 * (v / 16))) & 15;
+                    nibble(even, 2 * j) | (nibble(odd, 2 * j + 1) << 4)
+                })),
+            }
+        }
+        for block in blocks.chunks_exact(self.gguf_block_bytes()) {
+            out.extend_from_slice(&block[..2]);
+        }
+        out.resize(start + self.row_bytes(cols), 0);
+    }
+
     /// `values` (whole rows of `cols`) quantized and back: what a kernel sees.
     pub fn round(self, values: &[f32], cols: usize) -> Vec<f32> {
         let mut row = Vec::with_capacity(self.row_bytes(cols));

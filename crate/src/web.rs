@@ -12,6 +12,7 @@ use crate::bench::{self, BenchOptions};
 use crate::config::Qwen2Config;
 use crate::gpu::{Gpu, GpuLoader, GpuOptions, GpuWeights, KernelFamily};
 use crate::judge::{DEFAULT_PREFIX, Engine, JudgeOptions, JudgeRequest, PrefixSharing, Strategy};
+use crate::quant::Quant;
 use crate::tokenizer::Tokenizer;
 use crate::weights::{CheckedSink, SafetensorsStream, shard_names};
 
@@ -36,6 +37,11 @@ fn js_error(message: &str, code: &str) -> JsValue {
 /// An error in how the page drives this API (a call out of order, a malformed argument).
 fn usage(message: &str) -> JsValue {
     js_error(message, "usage")
+}
+
+/// `q8_0`, `q4_0`, or none (an empty string counts as none).
+fn parse_quant(quant: Option<String>) -> Result<Option<Quant>, JsValue> {
+    quant.filter(|q| !q.is_empty()).map(|q| q.parse()).transpose().map_err(js)
 }
 
 /// The response prefix strategy B prefills when a request names none.
@@ -89,10 +95,11 @@ pub struct WebLoader {
 
 #[wasm_bindgen]
 impl WebLoader {
+    /// `quant`: `q8_0` or `q4_0` to quantize the matrices on the way to the GPU.
     #[wasm_bindgen(constructor)]
-    pub fn new(gpu: &WebGpu, config_json: &[u8]) -> Result<WebLoader, JsValue> {
+    pub fn new(gpu: &WebGpu, config_json: &[u8], quant: Option<String>) -> Result<WebLoader, JsValue> {
         let config = Qwen2Config::from_json(config_json).map_err(js)?;
-        let sink = CheckedSink::new(&config, GpuLoader::new(gpu.0.clone(), &config, None));
+        let sink = CheckedSink::new(&config, GpuLoader::new(gpu.0.clone(), &config, parse_quant(quant)?));
         Ok(Self { gpu: gpu.0.clone(), config, sink: Some(sink), stream: None })
     }
 
@@ -164,15 +171,17 @@ impl WebEngine {
         work(guard.as_ref().ok_or_else(|| usage("the engine is busy"))?).map_err(js)
     }
 
-    /// Synthetic weights of a real model's shapes (`qwen2.5-0.5b`, `qwen2.5-1.5b`), made on the GPU.
+    /// Synthetic weights of a real model's shapes (`qwen2.5-0.5b`, `qwen2.5-1.5b`), made on the
+    /// GPU (bf16), or quantized to `quant` (`q8_0`, `q4_0`).
     pub fn synthetic(
         gpu: &WebGpu,
         name: &str,
         tokenizer_json: &[u8],
         tokenizer_config_json: &[u8],
+        quant: Option<String>,
     ) -> Result<WebEngine, JsValue> {
         let config = Qwen2Config::named(name).map_err(js)?;
-        let weights = crate::ops::synthetic_weights(&gpu.0, &config, None).map_err(js)?;
+        let weights = crate::ops::synthetic_weights(&gpu.0, &config, parse_quant(quant)?).map_err(js)?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json, Some(tokenizer_config_json)).map_err(js)?;
         Self::build(gpu.0.clone(), weights, tokenizer)
     }
@@ -188,6 +197,7 @@ impl WebEngine {
                 "kv_heads": c.num_key_value_heads,
                 "vocab_size": c.vocab_size,
                 "parameters": c.parameter_count(),
+                "quant": weights.format().name(),
                 "decode_bytes": weights.decode_bytes(),
                 "synthetic": weights.synthetic(),
             })))

@@ -113,6 +113,21 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
   }
 });
 
+test("quantize on load: the page's Q4_0 logits equal the native engine's", async () => {
+  const info = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2', quant: 'q4_0' }));
+  assert.equal(info.quant, 'q4_0');
+  assert.match(await page.textContent('#model-status'), /q4_0 weights, 0\.08 MB read per decode step/);
+  const ids = ref.input_ids;
+  const logits = await page.evaluate((ids) => window.onetoken.logits(ids), ids);
+  const [cli] = await native(['logits', '--model', FIXTURE, '--quant', 'q4_0', '--ids', ids.join(','), '--top-k', '512']);
+  const nativeLogits = new Array(512);
+  for (const [id, logit] of cli.top) nativeLogits[id] = logit;
+  assertClose(logits, nativeLogits, 1e-3, 'page vs native, q4_0');
+  const bad = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2', quant: 'q3' })
+    .then(() => 'loaded', (e) => `${e.code}: ${e.message}`));
+  assert.match(bad, /^input: .*use q8_0 or q4_0/);
+});
+
 test('no console errors', () => {
   assert.deepEqual(errors, []);
 });
