@@ -28,14 +28,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         xrow[i] = min(m0 + i, tokens.m - 1u) * kp;
     }
     var acc: array<vec4<f32>, 4>;  // acc[i][j]: token m0 + i, weight row n0 + j
-    for (var p = 0u; p < kp; p++) {
-        let w0 = weight_pair_at(wrow[0], p, shape.k);
-        let w1 = weight_pair_at(wrow[1], p, shape.k);
-        let w2 = weight_pair_at(wrow[2], p, shape.k);
-        let w3 = weight_pair_at(wrow[3], p, shape.k);
-        for (var i = 0u; i < BLOCK_M; i++) {
-            let xv = x[xrow[i] + p];
-            acc[i] += vec4<f32>(dot(xv, w0), dot(xv, w1), dot(xv, w2), dot(xv, w3));
+    if DTYPE >= 3u {
+        acc = quantized_dot(wrow, xrow);
+    } else {
+        for (var p = 0u; p < kp; p++) {
+            let w0 = weight_pair_at(wrow[0], p, shape.k);
+            let w1 = weight_pair_at(wrow[1], p, shape.k);
+            let w2 = weight_pair_at(wrow[2], p, shape.k);
+            let w3 = weight_pair_at(wrow[3], p, shape.k);
+            for (var i = 0u; i < BLOCK_M; i++) {
+                let xv = x[xrow[i] + p];
+                acc[i] += vec4<f32>(dot(xv, w0), dot(xv, w1), dot(xv, w2), dot(xv, w3));
+            }
         }
     }
     for (var i = 0u; i < BLOCK_M; i++) {
@@ -43,4 +47,46 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             store(m0 + i, n0 + j, acc[i][j]);
         }
     }
+}
+
+// Eight quants of the row starting at word `base`, from value v (a multiple of 8): two Q8_0
+// words or one Q4_0 word, unscaled.
+fn quant_eight(base: u32, v: u32) -> array<vec4<f32>, 2> {
+    if DTYPE == 3u {
+        return array(unpack_q8(w[base + v / 4u]), unpack_q8(w[base + v / 4u + 1u]));
+    }
+    let word = w[base + v / 8u];
+    return array(unpack_q4_lo(word), unpack_q4_hi(word));
+}
+
+// The scale of block b of the row starting at word `base`.
+fn block_scale(base: u32, b: u32) -> f32 {
+    return pick_scale(w[base + quant_words(shape.k) + b / 2u], b);
+}
+
+// Quantized rows, 8 values a step; each row's block scale is read once per block of 32 and
+// applies to the four rows' dot products at once (not a scale lookup per value pair).
+fn quantized_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4> {
+    var acc: array<vec4<f32>, 4>;
+    for (var b = 0u; b < shape.k / 32u; b++) {
+        let d = vec4<f32>(block_scale(wrow[0], b), block_scale(wrow[1], b), block_scale(wrow[2], b), block_scale(wrow[3], b));
+        for (var v = 32u * b; v < 32u * b + 32u; v += 8u) {
+            let w0 = quant_eight(wrow[0], v);
+            let w1 = quant_eight(wrow[1], v);
+            let w2 = quant_eight(wrow[2], v);
+            let w3 = quant_eight(wrow[3], v);
+            for (var i = 0u; i < BLOCK_M; i++) {
+                let at = xrow[i] + v / 2u;  // x holds pairs
+                let lo = vec4<f32>(x[at], x[at + 1u]);
+                let hi = vec4<f32>(x[at + 2u], x[at + 3u]);
+                acc[i] += vec4<f32>(
+                    dot(lo, w0[0]) + dot(hi, w0[1]),
+                    dot(lo, w1[0]) + dot(hi, w1[1]),
+                    dot(lo, w2[0]) + dot(hi, w2[1]),
+                    dot(lo, w3[0]) + dot(hi, w3[1]),
+                ) * d;
+            }
+        }
+    }
+    return acc;
 }
