@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The real-GPU measurement in one go: bench with per-kernel profiles for Qwen2.5 0.5B and 1.5B
 # (synthetic weights: no files needed), the tiled kernels against the barrier-free ones, and the
-# prefill fixed-cost check (8 vs 9 tokens). Every command has its own timeout, so one slow step
-# cannot eat the rest. Usage: scripts/gpu-bench.sh OUT_DIR [ONETOKEN_BINARY]
+# prefill fixed-cost check (8 vs 9 tokens), and the quantized formats (decode bytes vs time).
+# Every command has its own timeout, so one slow step cannot eat the rest. Usage: scripts/gpu-bench.sh OUT_DIR [ONETOKEN_BINARY]
 set -uo pipefail
 out=${1:?usage: scripts/gpu-bench.sh OUT_DIR [ONETOKEN_BINARY]}
 bin=${2:-target/release/onetoken}
@@ -21,8 +21,13 @@ for n in 8 9 32; do
   ids=$(seq -s, 1 "$n")
   run 60 "logits-$n" logits --synthetic qwen2.5-0.5b --ids "$ids" --top-k 5
 done
+# At most 8 files come back from a device run: the three logits lines go in one.
+cat "$out"/logits-*.json >"$out/logits.jsonl" && rm -f "$out"/logits-*.json
 lengths=8,9,16,32,33,64,128,512,1024
 run 240 bench-0.5b bench --synthetic qwen2.5-0.5b --json --profile --lengths "$lengths" --batch-sizes 1,8,64 --repeats 3
 run 240 bench-1.5b bench --synthetic qwen2.5-1.5b --json --profile --lengths 128,1024 --batch-sizes 1,8 --repeats 3
+for q in q8_0 q4_0; do
+  run 120 "bench-0.5b-$q" bench --synthetic qwen2.5-0.5b --json --quant "$q" --lengths 32,512 --batch-sizes 1 --repeats 3
+done
 run 120 bench-0.5b-direct bench --synthetic qwen2.5-0.5b --json --kernels direct --lengths 32,128 --batch-sizes 1 --repeats 1
 echo "done: $(ls "$out")" | tee -a "$log"
