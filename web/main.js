@@ -1,6 +1,8 @@
 // The page: inputs, the engine worker, charts, Korean/English, embed mode, and the scripting
 // API `window.onetoken` ({ready, judge, bench, load, batch, logits}) that the wiki and the
 // browser tests use. Nothing here computes: the worker runs the engine.
+import { showBench } from './bench-view.js';
+import { wireTakeAway } from './takeaway.js';
 import * as charts from './charts.js';
 import { EngineClient } from './engine-client.js';
 import en from './i18n/en.js';
@@ -21,6 +23,8 @@ let choices = [];
 let lastJudgments = [];
 let lastReport = null;
 let modelInfo = null;
+let gpuInfo = null;
+let lastBatch = null;
 
 // ---- Language -------------------------------------------------------------------------
 function applyLanguage() {
@@ -285,6 +289,7 @@ async function runBatch() {
     });
     $('batch-table').tBodies[0].replaceChildren(...rows);
     $('batch-table').hidden = false;
+    lastBatch = result;
     return result;
   });
 }
@@ -308,13 +313,7 @@ async function bench(options) {
 function renderBench() {
   if (!lastReport) return;
   $('bench-results').hidden = false;
-  const m = lastReport.cost_model;
-  $('cost-model').textContent = m
-    ? `${fill(t().costModel, { a: m.prefill.fixed_ms.toFixed(1), b: m.prefill.per_token_ms.toFixed(3), d: m.decode_ms.toFixed(1) })} · ${fill(t().decodePerStep, { ms: lastReport.decode_ms_per_step.toFixed(1) })}`
-    : fill(t().decodePerStep, { ms: lastReport.decode_ms_per_step.toFixed(1) });
-  charts.sweep($('chart-sweep'), lastReport, t().charts);
-  charts.batchChart($('chart-batch'), lastReport, t().charts);
-  charts.roofline($('chart-roofline'), lastReport, t().charts);
+  showBench(lastReport, t(), fill);
 }
 
 // ---- Embed ------------------------------------------------------------------------------
@@ -325,7 +324,22 @@ function postHeight() {
 }
 
 // ---- Start --------------------------------------------------------------------------------
+/** The URL parameters that reproduce the page's settings (see presetFromUrl and start). */
+function currentSettings() {
+  const source = selectedSource();
+  const model = source.kind === 'synthetic' ? `synthetic:${source.name}`
+    : source.kind === 'folder' ? `folder:${source.name}` : source.kind === 'url' ? `url:${source.url}` : undefined;
+  return {
+    model, quant: source.quant, lang, doc: $('document').value, q: $('question').value,
+    choices: choices.join('|'), prefix: $('prefix').value, system: $('system').value,
+  };
+}
+
 function wire() {
+  wireTakeAway({
+    state: () => ({ device: gpuInfo, model: modelInfo, judgments: lastJudgments, batch: lastBatch, bench: lastReport }),
+    settings: currentSettings,
+  });
   $('lang-ko').onclick = () => setLanguage('ko');
   $('lang-en').onclick = () => setLanguage('en');
   $('preset').onchange = () => applyPreset($('preset').value);
@@ -333,7 +347,12 @@ function wire() {
   $('choice-new').onkeydown = (e) => e.key === 'Enter' && addChoice();
   for (const b of document.querySelectorAll('button.run')) b.onclick = () => run(b.dataset.strategy).catch(() => {});
   $('batch-run').onclick = () => runBatch().catch(() => {});
-  $('bench-run').onclick = () => bench({ lengths: numbers($('bench-lengths').value), batch_sizes: numbers($('bench-batches').value), repeats: 1 }).catch(() => {});
+  $('bench-run').onclick = () => bench({
+    lengths: numbers($('bench-lengths').value),
+    batch_sizes: numbers($('bench-batches').value),
+    repeats: 1,
+    profile: gpuInfo?.timestamps === true, // where the time goes, kernel by kernel
+  }).catch(() => {});
   $('model-kind').onchange = showModelInputs;
   $('model-load').onclick = () => load(selectedSource()).catch(() => {});
   $('reload').onclick = () => load(selectedSource()).catch(() => {});
@@ -382,6 +401,7 @@ async function start() {
     throw e;
   });
   if (!params.has('prefix')) $('prefix').value = defaultPrefix;
+  gpuInfo = { ...gpu, adapter };
   const features = adapter.features.includes('shader-f16') ? 'shader-f16' : 'no shader-f16';
   $('gpu-info').textContent = `${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' ') || gpu.name} · ${features} · timestamp-query ${gpu.timestamps ? '✓' : '✗'} · max binding ${(gpu.max_binding / 2 ** 20).toFixed(0)} MiB`;
   await listFolders();

@@ -6,6 +6,9 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { ARTICLE_BAND } from '../bench-charts.js';
+import { ms } from '../bench-view.js';
+import { articleComparison, articleVerdict } from '../lesson.js';
 import { openBrowser, REPO } from './browser.mjs';
 
 const FIXTURE = path.join(REPO, 'crate/tests/fixtures/tiny-qwen2');
@@ -111,6 +114,34 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
     const sum = p.dispatches.reduce((a, d) => a + d.gpu_ms, 0);
     assert.ok(Math.abs(sum - p.kernels_ms) < 1e-6 * Math.max(1, sum));
   }
+  // The kernel chart: one bar per kernel of each phase, and a reading of each phase below it.
+  const bars = await page.locator('#chart-kernels svg [data-kind=kernel]').count();
+  assert.equal(bars, phases[0].kernels.length + phases[1].kernels.length);
+  const readings = await page.locator('#kernel-readings li').allTextContents();
+  assert.equal(readings.length, 2);
+  assert.match(readings[0], /^prefill of 20 tokens: the linear layers reach [\d.]+ GFLOP\/s, \d+% of this device's FMA rate/);
+  assert.match(readings[1], /^decode: 2 layers × 12 dispatches \(29 in all\); the weights \(0\.21 MB\) are read once per step; \d+% of the time is the linear layers \(linear_direct\)/);
+});
+
+test("the article's example stands beside this device's figures, computed from its cost model", async () => {
+  const report = await page.evaluate(() => window.onetoken.bench({ lengths: [24, 48], batch_sizes: [1], repeats: 1 }));
+  const cells = await page.$$eval('#article-table tr', (rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
+  assert.deepEqual(cells[0].slice(1), ['Article (a hosted GPU)', 'This device (from its cost model)']);
+  const row = (label) => cells.find((c) => c[0].startsWith(label)).slice(1);
+  assert.deepEqual(row('Prompt tokens')[0], '600');
+  assert.deepEqual([row('A =')[0], row('B as the article')[0], row('A / B')[0]], ['300 ms', '91 ms', '3.3×']);
+  // This device's column is the page's own arithmetic (lesson.test.mjs) on what was measured.
+  const { device } = articleComparison(report);
+  if (device) {
+    assert.deepEqual([row('T_prefill')[1], row('A =')[1], row('B as the article')[1]], [ms(device.prefillMs), ms(device.a), ms(device.b)]);
+  } else {
+    assert.deepEqual(row('A =')[1], '—');
+  }
+  const verdict = articleVerdict(articleComparison(report), ARTICLE_BAND);
+  const first = { below: 'Below', within: 'Within', above: 'Above', unmeasured: "This device's prefill" }[verdict];
+  assert.ok((await page.textContent('#article-verdict')).startsWith(first), verdict);
+  assert.equal(await page.locator('#chart-sweep [data-kind=article-band]').count(), 1);
+  assert.equal(await page.isVisible('#kernels-section'), false, 'no profile, no kernel chart');
 });
 
 test("quantize on load: the page's Q4_0 logits equal the native engine's", async () => {

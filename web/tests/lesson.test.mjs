@@ -1,0 +1,62 @@
+// The page's teaching arithmetic on constructed reports: the article's worked example exactly,
+// this device's column from its cost model or a measured prompt near 600 tokens, the verdict
+// against the article's 2-3x band, and the kernel readings. Node only: no browser needed.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ARTICLE_BAND } from '../bench-charts.js';
+import { articleComparison, articleVerdict, kernelReadings } from '../lesson.js';
+import en from '../i18n/en.js';
+
+const fill = (text, values) => text.replace(/\{(\w+)\}/g, (_, k) => values[k] ?? '');
+
+function report({ fixed = 5, perToken = 0.1, decode = 30, sweep = [] } = {}) {
+  return { cost_model: { prefill: { fixed_ms: fixed, per_token_ms: perToken }, decode_ms: decode }, decode_ms_per_step: decode, sweep };
+}
+
+test("the article's column is its worked example: 300 ms, 91 ms, about 3.3x", () => {
+  const { article } = articleComparison(report());
+  assert.deepEqual([article.prompt, article.prefillMs, article.decodeMs, article.a, article.b], [600, 60, 30, 300, 91]);
+  assert.equal(article.speedup.toFixed(1), '3.3');
+  assert.equal(article.decodeInTokens, 300); // 30 ms / (60 ms / 600 tokens)
+  assert.equal(article.speedupHere, 5); // B here needs no decode step: 300 / 60
+});
+
+test("this device's column follows its cost model, or a measured prompt near 600", () => {
+  const { device } = articleComparison(report({ fixed: 5, perToken: 0.1, decode: 2 }));
+  assert.equal(device.measured, false);
+  assert.equal(device.prefillMs, 65); // 5 + 0.1 x 600
+  assert.equal(device.a, 65 + 8 * 2);
+  assert.equal(device.b, 65.1 + 2);
+  assert.equal(device.decodeInTokens.toFixed(0), '18'); // 2 ms / (65 ms / 600 tokens)
+  const measured = articleComparison(report({ sweep: [{ b: { prompt_tokens: 640, prefill_ms: 70 } }] })).device;
+  assert.deepEqual([measured.measured, measured.prompt, measured.prefillMs], [true, 640, 70]);
+  // A fit that extrapolates below zero gives no device column, and says so.
+  const noisy = articleComparison(report({ fixed: 30, perToken: -0.2 }));
+  assert.equal(noisy.device, null);
+  assert.equal(articleVerdict(noisy, ARTICLE_BAND), 'unmeasured');
+});
+
+test('the verdict places the device below, within or above the 2-3x band', () => {
+  const verdict = (decode) => articleVerdict(articleComparison(report({ fixed: 0, perToken: 0.1, decode })), ARTICLE_BAND);
+  // prefill(600) = 60 ms: decode 2 ms -> 76/62.1 = 1.2x; 12 ms -> 156/72.1 = 2.2x; 30 -> 3.3x.
+  assert.equal(verdict(2), 'below');
+  assert.equal(verdict(12), 'within');
+  assert.equal(verdict(30), 'above');
+});
+
+test('kernel readings count dispatches per layer and the linear layers\' share', () => {
+  const kernels = [
+    { kernel: 'matvec', gpu_ms: 6, flops: 2e9, count: 8 },
+    { kernel: 'attention', gpu_ms: 2, flops: 1e6, count: 2 },
+  ];
+  const dispatches = [...Array(6)].map((_, i) => ({ layer: i < 4 ? i % 2 : null }));
+  const phase = (name, tokens, context) => ({ phase: name, tokens, context, kernels, dispatches, dispatch_count: 6, kernels_ms: 8 });
+  const r = {
+    model: { layers: 2, decode_bytes: 988e6 },
+    micro: { fma_gflops: 1000 },
+    profile: { phases: [phase('prefill', 64, 0), phase('decode', 1, 64)] },
+  };
+  const [prefill, decode] = kernelReadings(r, en, fill);
+  assert.equal(decode, 'decode: 2 layers × 2 dispatches (6 in all); the weights (988 MB) are read once per step; 75% of the time is the linear layers (matvec).');
+  assert.equal(prefill, "prefill of 64 tokens: the linear layers reach 333.3 GFLOP/s, 33% of this device's FMA rate, and take 75% of the time.");
+});
