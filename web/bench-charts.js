@@ -277,7 +277,13 @@ export function kernels(el, report, t) {
   const { svg, w } = frame(el, tx(t, 'kernelsTitle'));
   const names = phases.flatMap((p) => p.kernels.map((k) => k.kernel));
   const labelW = clamp(Math.max(...names.map((n) => textWidth(n))) + 10, 60, w * 0.3);
-  const valueW = Math.min(230, w * 0.45);
+  // Each bar's label: its time and how near it came to its roof (copy bandwidth or FMA rate).
+  const pct = (f) => (100 * f).toFixed(0);
+  const roofLabel = (k) => `${formatMs(k.gpu_ms)} · ${k.copy_fraction >= k.fma_fraction
+    ? `${formatNum(k.gbps)} GB/s, ${tx(t, 'ofCopy').replace('{pct}', pct(k.copy_fraction))}`
+    : `${formatNum(k.gflops)} GFLOP/s, ${tx(t, 'ofFma').replace('{pct}', pct(k.fma_fraction))}`}`;
+  const labels = phases.flatMap((p) => p.kernels.map(roofLabel));
+  const valueW = clamp(Math.max(...labels.map((l) => textWidth(l))) + 8, 80, w * 0.5);
   const x0 = labelW, plotW = Math.max(40, w - labelW - valueW);
   const barH = 14;
   let y = 4;
@@ -292,11 +298,7 @@ export function kernels(el, report, t) {
     const top = Math.max(...phase.kernels.map((k) => k.gpu_ms), 1e-9);
     for (const k of phase.kernels) {
       const memory = k.copy_fraction >= k.fma_fraction;
-      const pct = (f) => (100 * f).toFixed(0);
-      const roof = memory
-        ? `${formatNum(k.gbps)} GB/s, ${tx(t, 'ofCopy').replace('{pct}', pct(k.copy_fraction))}`
-        : `${formatNum(k.gflops)} GFLOP/s, ${tx(t, 'ofFma').replace('{pct}', pct(k.fma_fraction))}`;
-      const label = `${formatMs(k.gpu_ms)} · ${roof}`;
+      const label = roofLabel(k);
       text(g, x0 - 6, y + barH / 2, fit(k.kernel, labelW - 8), { 'text-anchor': 'end', dy: '0.35em' });
       const width = Math.max(1, (k.gpu_ms / top) * plotW);
       tip(rect(g, x0, y, width, barH, {

@@ -1,8 +1,8 @@
 // The engine runs here, off the page's main thread, so the UI never freezes. Messages in:
 // {id, cmd, args}; messages out: {id, progress} any number of times, then {id, result} or
 // {id, error, code}: `code` names the kind of error (the library's Error::code, or no_webgpu),
-// so callers never parse messages. Commands: init, load, judge, batch, bench, logits, tokenize,
-// caches, clearCaches.
+// so callers never parse messages. Commands: init, load, judge, batch, bench, probe, logits,
+// tokenize, cancel, caches, clearCaches.
 import init, { WebEngine, WebGpu, defaultPrefix } from './pkg/onetoken.js';
 import { clearModelCaches, listModelCaches, loadModel } from './models.js';
 
@@ -58,17 +58,30 @@ const COMMANDS = {
     return model;
   },
 
-  async judge({ request, strategy = 'b', topK = 0, sequenceLogprobs = false }) {
-    const out = await need(engine).judge(JSON.stringify(request), strategy, topK, sequenceLogprobs);
+  async judge({ request, strategy = 'b', topK = 0, sequenceLogprobs = false }, progress) {
+    const pass = (json) => progress({ pass: JSON.parse(json) });
+    const out = await need(engine).judge(JSON.stringify(request), strategy, topK, sequenceLogprobs, pass);
     return JSON.parse(out);
   },
 
-  async batch({ requests, sharedPrefix = false }) {
-    return JSON.parse(await need(engine).judgeBatch(JSON.stringify(requests), sharedPrefix));
+  async batch({ requests, sharedPrefix = false }, progress) {
+    const pass = (json) => progress({ pass: JSON.parse(json) });
+    return JSON.parse(await need(engine).judgeBatch(JSON.stringify(requests), sharedPrefix, pass));
+  },
+
+  // Answered at once, even while another command runs: that one stops at its next forward
+  // pass and rejects with code `cancelled`.
+  async cancel() {
+    engine?.cancel();
+    return true;
   },
 
   async bench({ options = {} }, progress) {
     return JSON.parse(await need(engine).bench(JSON.stringify(options), (line) => progress({ line })));
+  },
+
+  async probe({ tokens = 32 }) {
+    return JSON.parse(await need(engine).probe(tokens));
   },
 
   async logits({ ids }) {

@@ -2,7 +2,11 @@
 // API `window.onetoken` ({ready, judge, bench, load, batch, logits}) that the wiki and the
 // browser tests use. Nothing here computes: the worker runs the engine.
 import { showBench } from './bench-view.js';
+import { RunStatus, duration, estimateMs } from './running.js';
+import { listFolders, modelLine, parseModel, refreshCaches, selectedSource, showModelInputs, showProgress } from './model-view.js';
 import { wireTakeAway } from './takeaway.js';
+import { FULL, workloadDocuments } from './workload.js';
+import { runWorkloadOnPage, showWorkloadPlan, workloadSize } from './workload-view.js';
 import * as charts from './charts.js';
 import { EngineClient } from './engine-client.js';
 import en from './i18n/en.js';
@@ -25,6 +29,7 @@ let lastReport = null;
 let modelInfo = null;
 let gpuInfo = null;
 let lastBatch = null;
+const runStatus = new RunStatus($('run-status'), t, fill);
 
 // ---- Language -------------------------------------------------------------------------
 function applyLanguage() {
@@ -80,13 +85,31 @@ function addChoice() {
 }
 
 function applyPreset(name) {
-  const p = PRESETS[name];
-  if (!p) return;
+  const preset = PRESETS[name];
+  if (!preset) return;
+  const first = preset.workload && workloadDocuments(lang, { documents: 1, questions: FULL.questions })[0];
+  const p = first ? { ...first, question: first.questions[0], batch: first.questions } : preset;
   $('system').value = p.system;
   $('document').value = p.document;
   $('question').value = p.question;
+  if (p.batch) $('batch-questions').value = p.batch.join('\n');
   choices = [...p.choices];
   renderChoices();
+  $('workload').hidden = !first;
+  if (first) showWorkloadPlan(workloadSize(gpuInfo), t(), fill);
+}
+
+/** The 777-judgment workload (the preset), scaled down on a slow device. */
+async function runWorkload() {
+  return guarded(() => runWorkloadOnPage({
+    size: workloadSize(gpuInfo),
+    lang,
+    t: t(),
+    fill,
+    judgeBatch: (requests) => client.call('batch', { requests, sharedPrefix: true }),
+    userMessage,
+    costModel: lastReport?.cost_model,
+  }), $('workload-result'));
 }
 
 /** The request the inputs describe (the CLI's request format). */
@@ -121,16 +144,22 @@ function clearError() {
 
 function setBusy(busy) {
   for (const b of document.querySelectorAll('button.run, #batch-run, #bench-run, #model-load')) b.disabled = busy;
+  $('cancel').hidden = !busy;
 }
 
-/** Runs `work` with the buttons disabled; errors are shown, inputs are never touched. */
-async function guarded(work) {
+/**
+ * Runs `work` with the buttons disabled and Cancel offered; errors are shown, a cancel is
+ * reported in `status` (the run's status line unless given), inputs are never touched.
+ */
+async function guarded(work, status = $('run-status')) {
   clearError();
   setBusy(true);
   try {
     return await work();
   } catch (e) {
-    showError(e);
+    runStatus.end();
+    if (e?.code === 'cancelled') status.textContent = t().cancelled;
+    else showError(e);
     throw e;
   } finally {
     setBusy(false);
@@ -139,109 +168,55 @@ async function guarded(work) {
 }
 
 // ---- Model ----------------------------------------------------------------------------
-function parseModel(value) {
-  const [kind, ...rest] = value.split(':');
-  const arg = rest.join(':');
-  if (kind === 'synthetic') return { kind, name: arg || 'qwen2.5-0.5b' };
-  if (kind === 'folder') return { kind, name: arg };
-  if (kind === 'url') return { kind, url: arg };
-  throw new Error(`unknown model ${value} (synthetic:NAME, folder:NAME or url:REPO)`);
-}
-
-/** The model the controls describe, with the weight format chosen (quantize on load). */
-function selectedSource() {
-  return { ...selectedFiles(), quant: $('model-quant').value || undefined };
-}
-
-function selectedFiles() {
-  const kind = $('model-kind').value;
-  if (kind.startsWith('synthetic:')) return parseModel(kind);
-  if (kind === 'folder') return { kind, name: $('model-folder').value };
-  if (kind === 'url') return { kind, url: $('model-url').value };
-  return { kind: 'files', files: [...$('model-files').files] };
-}
-
-function showProgress(p) {
-  const bar = $('model-progress');
-  if (p.phase === 'weights' && p.total) {
-    bar.hidden = false;
-    bar.max = p.total;
-    bar.value = p.loaded;
-    const values = { mb: (p.loaded / 1e6).toFixed(0), total: (p.total / 1e6).toFixed(0), rate: p.mbPerS.toFixed(1), left: Math.max(0, p.secondsLeft).toFixed(0) };
-    $('model-status').textContent = `${p.file}: ${fill(p.cached ? t().progressCached : t().progress, values)}`;
-  } else {
-    $('model-status').textContent = `${t().loading} ${p.phase}${p.file ? ` (${p.file})` : ''}`;
-  }
-}
-
 async function load(source) {
   return guarded(async () => {
     $('model-status').textContent = t().loading;
     modelInfo = null;
-    const result = await client.call('load', { source }, showProgress);
+    const result = await client.call('load', { source }, (p) => showProgress(p, t(), fill));
     modelInfo = result.info;
     $('model-progress').hidden = true;
-    const name = source.kind === 'files' ? source.files.map((f) => f.name).join(', ') : source.name ?? source.url;
-    const facts = fill(t().modelFacts, {
-      params: (modelInfo.parameters / 1e6).toFixed(modelInfo.parameters < 1e7 ? 2 : 0),
-      layers: modelInfo.layers,
-      hidden: modelInfo.hidden_size,
-      quant: modelInfo.quant,
-      mb: (modelInfo.decode_bytes / 1e6).toFixed(modelInfo.decode_bytes < 1e7 ? 2 : 0),
-    });
-    $('model-status').textContent = `${t().loaded}: ${name} — ${facts}`;
+    $('model-status').textContent = modelLine(source, modelInfo, t(), fill);
     $('synthetic-note').hidden = !modelInfo.synthetic;
-    refreshCaches();
+    refreshCaches(client, t());
     return modelInfo;
   });
-}
-
-async function refreshCaches() {
-  const { files, bytes } = await client.call('caches').catch(() => ({ files: [], bytes: 0 }));
-  const list = $('cache-list');
-  list.replaceChildren(
-    ...(files.length
-      ? files.map((f) => Object.assign(document.createElement('li'), { textContent: `${f.url} (${(f.bytes / 1e6).toFixed(1)} MB)` }))
-      : [Object.assign(document.createElement('li'), { textContent: t().cachesEmpty })]),
-  );
-  list.dataset.bytes = bytes;
-}
-
-async function listFolders() {
-  // A static host cannot list directories: models/index.json names the bundled folders.
-  const res = await fetch('./models/index.json').catch(() => null);
-  const names = res?.ok ? await res.json().catch(() => []) : [];
-  $('model-folder').replaceChildren(...names.map((n) => new Option(n, n)));
-}
-
-function showModelInputs() {
-  const kind = $('model-kind').value;
-  $('model-folder').hidden = kind !== 'folder';
-  $('model-url').hidden = kind !== 'url';
-  $('model-files').hidden = kind !== 'files';
-  $('files-hint').hidden = kind !== 'files';
-  $('drop').hidden = kind !== 'files';
 }
 
 // ---- Judging ----------------------------------------------------------------------------
 async function judge(request, strategy = 'b', topK = 0, sequenceLogprobs = false) {
   if (!modelInfo) throw new Error('no model is loaded yet');
-  return client.call('judge', { request, strategy, topK, sequenceLogprobs });
+  return client.call('judge', { request, strategy, topK, sequenceLogprobs }, (p) => runStatus.progress(p.pass));
 }
 
 async function run(strategy) {
   return guarded(async () => {
-    $('run-status').textContent = t().busy;
     const request = currentRequest();
     // "A vs B": the schema-constrained A against both B heads (A-free's length is the model's whim).
     const strategies = strategy === 'both' ? ['a', 'b', 'b-full-head'] : [strategy];
+    runStatus.begin();
+    runStatus.estimate = await estimateText(request, strategies);
+    $('run-status').dataset.estimate = runStatus.estimate; // kept after the run, for tests
     const records = [];
     for (const s of strategies) records.push(await judge(request, s));
     lastJudgments = records;
-    $('run-status').textContent = '';
+    runStatus.end();
     renderResults();
     return records;
   });
+}
+
+/** What the run should take on this device, from its last measurements ('' before any). */
+async function estimateText(request, strategies) {
+  const tokens = (await client.call('tokenize', { text: `${request.system ?? ''}\n${request.user}` })).length;
+  // The chat template and the response prefix add a few dozen tokens.
+  const measured = { report: lastReport, judgments: lastJudgments };
+  // Nothing measured yet: a probe (a 32-token prefill and one decode step) first.
+  if (estimateMs(measured, 1, strategies) === null) {
+    measured.probe = await client.call('probe', { tokens: 32 }).catch(() => null);
+  }
+  const ms = estimateMs(measured, tokens + 30, strategies);
+  if (ms === null) return t().noEstimate;
+  return fill(ms > 60_000 ? t().estimateLong : t().estimate, { time: duration(ms) });
 }
 
 function renderResults() {
@@ -307,7 +282,7 @@ async function bench(options) {
     lastReport = report;
     renderBench();
     return report;
-  });
+  }, $('bench-status'));
 }
 
 function renderBench() {
@@ -336,6 +311,7 @@ function currentSettings() {
 }
 
 function wire() {
+  $('cancel').onclick = () => client.call('cancel').catch(() => {});
   wireTakeAway({
     state: () => ({ device: gpuInfo, model: modelInfo, judgments: lastJudgments, batch: lastBatch, bench: lastReport }),
     settings: currentSettings,
@@ -343,9 +319,10 @@ function wire() {
   $('lang-ko').onclick = () => setLanguage('ko');
   $('lang-en').onclick = () => setLanguage('en');
   $('preset').onchange = () => applyPreset($('preset').value);
+  $('workload-run').onclick = () => runWorkload().catch(() => {});
   $('choice-add').onclick = addChoice;
   $('choice-new').onkeydown = (e) => e.key === 'Enter' && addChoice();
-  for (const b of document.querySelectorAll('button.run')) b.onclick = () => run(b.dataset.strategy).catch(() => {});
+  for (const b of document.querySelectorAll('button.run[data-strategy]')) b.onclick = () => run(b.dataset.strategy).catch(() => {});
   $('batch-run').onclick = () => runBatch().catch(() => {});
   $('bench-run').onclick = () => bench({
     lengths: numbers($('bench-lengths').value),
@@ -358,7 +335,7 @@ function wire() {
   $('reload').onclick = () => load(selectedSource()).catch(() => {});
   $('cache-clear').onclick = async () => {
     await client.call('clearCaches');
-    refreshCaches();
+    refreshCaches(client, t());
   };
   const drop = $('drop');
   drop.ondragover = (e) => e.preventDefault();

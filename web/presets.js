@@ -32,6 +32,9 @@ export const PRESETS = {
     question: '박물관은 월요일에 여나요?',
     choices: ['예', '아니오'],
   },
+  // The 777-judgment workload (workload.js), in the page's language: the form shows its first
+  // document and its 21 questions.
+  workload777: { workload: true },
 };
 
 // `colors` and `koColors` also carry the batch editor's default questions (strategy C).

@@ -48,6 +48,9 @@ pub enum Error {
     #[error("the GPU device was lost ({0}); reload the model")]
     DeviceLost(String),
 
+    #[error("cancelled")]
+    Cancelled,
+
     #[error("GPU limit {limit}: this model needs {needed}, the device allows {available}")]
     GpuLimit { limit: &'static str, needed: u64, available: u64 },
 
@@ -71,6 +74,7 @@ impl Error {
             Error::Gpu(_) => "gpu",
             Error::NoAdapter(_) => "no_adapter",
             Error::DeviceLost(_) => "device_lost",
+            Error::Cancelled => "cancelled",
             Error::GpuLimit { .. } => "gpu_limit",
             Error::Io { .. } => "io",
         }

@@ -3,7 +3,7 @@
 //! ([`crate::Error::code`]: `device_lost`, `no_adapter`, `input`...), and records cross as JSON
 //! strings (the same JSON the CLI prints).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
@@ -37,6 +37,13 @@ fn js_error(message: &str, code: &str) -> JsValue {
 /// An error in how the page drives this API (a call out of order, a malformed argument).
 fn usage(message: &str) -> JsValue {
     js_error(message, "usage")
+}
+
+/// A progress hook that hands each [`crate::judge::Progress`] to `f` as JSON.
+fn reporter(f: js_sys::Function) -> crate::judge::ProgressHook {
+    Box::new(move |p| {
+        let _ = f.call1(&JsValue::NULL, &JsValue::from_str(&json(p)));
+    })
 }
 
 /// `q8_0`, `q4_0`, or none (an empty string counts as none).
@@ -147,28 +154,42 @@ impl WebLoader {
 }
 
 /// A model with its tokenizer. Methods return promises of JSON strings. One call at a time:
-/// the engine is taken out for the duration, so an overlapping call is told it is busy.
+/// the engine is taken out for the duration, so an overlapping call is told it is busy; but
+/// [`WebEngine::cancel`] works during a call (it needs only the cancel flag).
 #[wasm_bindgen]
-pub struct WebEngine(Rc<RefCell<Option<Engine>>>);
+pub struct WebEngine {
+    engine: Rc<RefCell<Option<Engine>>>,
+    cancel: Rc<Cell<bool>>,
+}
 
 #[wasm_bindgen]
 impl WebEngine {
     fn build(gpu: Rc<Gpu>, weights: GpuWeights, tokenizer: Tokenizer) -> Result<WebEngine, JsValue> {
         let engine = Engine::load(gpu, weights, tokenizer).map_err(js)?;
-        Ok(Self(Rc::new(RefCell::new(Some(engine)))))
+        let cancel = engine.model().cancel_flag();
+        Ok(Self { engine: Rc::new(RefCell::new(Some(engine))), cancel })
     }
 
-    /// Runs `work` with the engine taken out, and puts it back whatever the outcome.
+    /// Runs `work` with the engine taken out, and puts it back whatever the outcome. A cancel
+    /// left over from an earlier call is cleared first.
     async fn with<T>(&self, work: impl AsyncFnOnce(&mut Engine) -> crate::Result<T>) -> Result<T, JsValue> {
-        let mut engine = self.0.borrow_mut().take().ok_or_else(|| usage("the engine is busy"))?;
+        let mut engine = self.engine.borrow_mut().take().ok_or_else(|| usage("the engine is busy"))?;
+        self.cancel.set(false);
         let result = work(&mut engine).await;
-        *self.0.borrow_mut() = Some(engine);
+        engine.set_progress(None);
+        *self.engine.borrow_mut() = Some(engine);
         result.map_err(js)
     }
 
     fn with_now<T>(&self, work: impl FnOnce(&Engine) -> crate::Result<T>) -> Result<T, JsValue> {
-        let guard = self.0.borrow();
+        let guard = self.engine.borrow();
         work(guard.as_ref().ok_or_else(|| usage("the engine is busy"))?).map_err(js)
+    }
+
+    /// Stops the running call at its next forward pass; it rejects with code `cancelled`, and
+    /// the engine is ready for the next call.
+    pub fn cancel(&self) {
+        self.cancel.set(true);
     }
 
     /// Synthetic weights of a real model's shapes (`qwen2.5-0.5b`, `qwen2.5-1.5b`), made on the
@@ -206,29 +227,45 @@ impl WebEngine {
 
     /// Judges one request (the CLI's request JSON) with `strategy` (a CLI name or `all`);
     /// resolves to the judgment JSON, or a JSON list of them for `all`. `sequence_logprobs`
-    /// adds each choice's full-sequence log-probability to B's records.
+    /// adds each choice's full-sequence log-probability to B's records. `progress` hears each
+    /// forward pass before it runs (see [`crate::judge::Progress`], as JSON).
     pub async fn judge(
         &self,
         request_json: String,
         strategy: String,
         top_k: usize,
         sequence_logprobs: bool,
+        progress: Option<js_sys::Function>,
     ) -> Result<String, JsValue> {
         let req: JudgeRequest = serde_json::from_str(&request_json)
             .map_err(|e| js_error(&format!("not a judgment request: {e}"), "input"))?;
         let strategies = Strategy::parse_list(&strategy).map_err(js)?;
         let options = JudgeOptions { top_k, sequence_logprobs };
-        let out = self.with(async |e| e.judge_all(&req, &strategies, options).await).await?;
+        let out = self
+            .with(async |e| {
+                e.set_progress(progress.map(reporter));
+                e.judge_all(&req, &strategies, options).await
+            })
+            .await?;
         Ok(if strategy == "all" { json(&out) } else { json(&out[0]) })
     }
 
     /// Judges a batch (strategy C); resolves to `{"batch": record, "judgments": [...]}`.
     #[wasm_bindgen(js_name = judgeBatch)]
-    pub async fn judge_batch(&self, requests_json: String, shared_prefix: bool) -> Result<String, JsValue> {
+    pub async fn judge_batch(
+        &self,
+        requests_json: String,
+        shared_prefix: bool,
+        progress: Option<js_sys::Function>,
+    ) -> Result<String, JsValue> {
         let reqs: Vec<JudgeRequest> = serde_json::from_str(&requests_json)
             .map_err(|e| js_error(&format!("not a list of requests: {e}"), "input"))?;
-        let (record, judgments) =
-            self.with(async |e| e.judge_batch(&reqs, PrefixSharing::from_flag(shared_prefix)).await).await?;
+        let (record, judgments) = self
+            .with(async |e| {
+                e.set_progress(progress.map(reporter));
+                e.judge_batch(&reqs, PrefixSharing::from_flag(shared_prefix)).await
+            })
+            .await?;
         Ok(json(&serde_json::json!({ "batch": record, "judgments": judgments })))
     }
 
@@ -244,6 +281,12 @@ impl WebEngine {
         };
         let result = self.with(async |e| bench::run(e, &options, &mut report).await).await?;
         Ok(json(&result))
+    }
+
+    /// A quick measure of this device: `{"tokens", "prefill_ms", "decode_ms"}` of a prefill of
+    /// `tokens` tokens and one decode step after it ([`Engine::probe`]).
+    pub async fn probe(&self, tokens: usize) -> Result<String, JsValue> {
+        Ok(json(&self.with(async |e| e.probe(tokens).await).await?))
     }
 
     /// The last position's logits over the whole vocabulary for `ids` (a diagnostic: tests

@@ -169,3 +169,49 @@ fn sequence_log_probabilities_equal_the_cpu_reference() {
     assert_close(&got, &want, 1e-3, 1e-4, "sequence log-probabilities");
     assert!(got.iter().all(|lp| *lp < 0.0));
 }
+
+#[test]
+fn progress_hears_every_forward_pass_and_cancel_stops_at_the_next() {
+    use onetoken::judge::Progress;
+    use std::cell::RefCell;
+    let mut e = engine(1);
+    let req = request("Which color is the sky?", &["blue", "red", "yellow"]);
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let log = seen.clone();
+    e.set_progress(Some(Box::new(move |p: &Progress| log.borrow_mut().push((p.strategy, p.phase, p.step)))));
+    let a = block(e.judge(&req, Strategy::TokenByToken, 0)).unwrap();
+    let passes = seen.borrow().clone();
+    assert_eq!(passes.len(), 1 + a.decode_steps);
+    assert_eq!(passes[0], (Strategy::TokenByToken, "prefill", 0));
+    assert!(passes[1..].iter().enumerate().all(|(i, &p)| p == (Strategy::TokenByToken, "decode", i)));
+
+    // A cancel raised as the third pass is announced stops the judgment there: it never runs.
+    let flag = e.model().cancel_flag();
+    let raise = flag.clone();
+    let count = Rc::new(RefCell::new(0));
+    let counter = count.clone();
+    e.set_progress(Some(Box::new(move |_: &Progress| {
+        *counter.borrow_mut() += 1;
+        if *counter.borrow() == 3 {
+            raise.set(true);
+        }
+    })));
+    let err = block(e.judge(&req, Strategy::TokenByToken, 0)).unwrap_err();
+    assert_eq!((err.code(), *count.borrow()), ("cancelled", 3));
+    // Cleared, the engine answers as before, with the same answer.
+    flag.set(false);
+    e.set_progress(None);
+    let again = block(e.judge(&req, Strategy::TokenByToken, 0)).unwrap();
+    assert_eq!(again.generated_token_ids, a.generated_token_ids);
+}
+
+#[test]
+fn a_probe_times_a_prefill_and_a_decode_step_and_leaves_the_slot_empty() {
+    let mut e = engine(1);
+    let p = block(e.probe(16)).unwrap();
+    assert_eq!(p.tokens, 16);
+    assert!(p.prefill_ms > 0.0 && p.decode_ms > 0.0, "{p:?}");
+    assert_eq!(e.model().tokens_in(0).unwrap(), 0);
+    // Past the context, the probe shortens itself rather than failing.
+    assert_eq!(block(e.probe(1_000_000)).unwrap().tokens, 4095);
+}

@@ -47,6 +47,11 @@ test('served from dist/ alone, the page judges, then works with the network cut'
   await page.evaluate(() => window.onetoken.ready);
   const offline = await page.evaluate((r) => window.onetoken.judge(r), request);
   assert.equal(offline.choice, online.choice);
+  // Before its first run the page has measured nothing: it probes the device to estimate.
+  const estimate = () => page.evaluate(() => document.getElementById('run-status').dataset.estimate);
+  await page.click('button.run[data-strategy=both]');
+  await page.waitForFunction(() => document.getElementById('run-status').dataset.estimate !== undefined && !document.getElementById('cancel').checkVisibility());
+  assert.match(await estimate(), /^about \d+ (s|min) on this device/);
   await browser.context.setOffline(false);
   assert.deepEqual(errors.filter((e) => !/ERR_INTERNET_DISCONNECTED|Failed to fetch/.test(e)), []);
 });

@@ -157,6 +157,41 @@ test("quantize on load: the page's Q4_0 logits equal the native engine's", async
   const bad = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2', quant: 'q3' })
     .then(() => 'loaded', (e) => `${e.code}: ${e.message}`));
   assert.match(bad, /^input: .*use q8_0 or q4_0/);
+  // The tests after this one run on the model as stored.
+  await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' }));
+});
+
+test('Cancel stops a run at its next forward pass, keeps every input, and the next run works', async () => {
+  await page.fill('#question', 'My own question?');
+  const running = page.evaluate(() => window.onetoken.bench({ lengths: [16, 64, 128, 256, 512], batch_sizes: [1, 8], repeats: 3 })
+    .then(() => 'finished', (e) => e.code));
+  await page.waitForFunction(() => /Measuring/.test(document.getElementById('bench-status').textContent));
+  assert.equal(await page.isVisible('#cancel'), true);
+  await page.click('#cancel');
+  assert.equal(await running, 'cancelled');
+  assert.equal(await page.textContent('#bench-status'), 'Cancelled: nothing was changed; run again when ready.');
+  assert.equal(await page.isVisible('#cancel'), false);
+  assert.equal(await page.isVisible('#error'), false);
+  assert.equal(await page.inputValue('#question'), 'My own question?');
+  const r = await page.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
+  assert.equal(r.decode_steps, 0);
+});
+
+test('the 777 preset runs scaled down on this slow device and projects the full workload', async () => {
+  const option = await page.$eval('#preset', (s) => [...s.options].find((o) => o.text.includes('777')).value);
+  await page.selectOption('#preset', option);
+  assert.match(await page.textContent('#workload-plan'), /^Scaled down for this slow device: 3 documents × 7 questions = 21 judgments of the 777 \(37 × 21\)/);
+  assert.equal((await page.inputValue('#batch-questions')).split('\n').length, 21);
+  await page.click('#workload-run');
+  await page.waitForFunction(() => document.querySelectorAll('#workload-result p').length === 3, null, { timeout: 300_000 });
+  const lines = await page.$$eval('#workload-result p', (ps) => ps.map((p) => p.textContent));
+  assert.match(lines[0], /^Measured: 21 judgments \(3 documents × 7 questions\) in \d+ s, [\d.]+ judgments\/s; the slowest batch took \d+ ms\.$/);
+  // The benchmarks above left a cost model: the device's projection uses it where its prefill
+  // grows with the prompt (a fit to short prompts on SwiftShader may not; workload.test.mjs
+  // checks the arithmetic of both cases).
+  const device = /^All 777 on this device \(its cost model\): about \d+ (s|min); latency bound \(longest prefill \+ one step\): \d+ ms\.$/;
+  assert.ok(device.test(lines[1]) || lines[1].startsWith('Run the benchmark once'), lines[1]);
+  assert.match(lines[2], /^All 777 on the article's hosted GPU \(60 ms per 600-token prefill, 30 ms a step\): about \d+ s; latency bound: \d+ ms\.$/);
 });
 
 test('no console errors', () => {

@@ -41,6 +41,7 @@ impl Engine {
         sharing: PrefixSharing,
     ) -> Result<(BatchRecord, Vec<Judgment>)> {
         let start = now_ms();
+        self.running = Strategy::Batched;
         let mut walkers = self.tokenize_batch(reqs)?;
         let sets: Vec<&ChoiceSet> = walkers.iter().map(|w| &w.set).collect();
         let shared = match sharing {
@@ -129,6 +130,7 @@ impl Engine {
         }
         let base = &walkers[0].set.base();
         let readout = Readout::last(Head::Choices(&base[..1]));
+        self.report(Phase::Prefill, 0, shared);
         let out = self.model.prefill(&[Sequence { slot: 0, tokens: &base[..shared] }], readout).await?;
         for slot in 1..walkers.len() {
             self.model.share_prefix(0, slot, shared)?;
@@ -156,11 +158,13 @@ impl Engine {
                 Phase::Prefill => {
                     let batch: Vec<Sequence> =
                         open.iter().map(|&i| Sequence { slot: i, tokens: &walkers[i].set.base()[shared..] }).collect();
+                    self.report(Phase::Prefill, 0, batch.iter().map(|s| s.tokens.len()).sum());
                     self.model.prefill(&batch, readout).await?
                 }
                 Phase::Decode => {
                     let last = |i: usize| walkers[i].pick.picked().last().copied().unwrap_or_default();
                     let steps: Vec<(usize, u32)> = open.iter().map(|&i| (i, last(i))).collect();
+                    self.report(Phase::Decode, decode_steps, steps.len());
                     decode_steps += 1;
                     self.model.decode(&steps, readout).await?
                 }

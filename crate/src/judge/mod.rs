@@ -18,6 +18,8 @@ mod single;
 
 use std::rc::Rc;
 
+use serde::Serialize;
+
 pub use batch::PrefixSharing;
 
 pub use record::{
@@ -46,6 +48,32 @@ pub struct JudgeOptions {
 pub struct Engine {
     model: Model,
     tokenizer: Tokenizer,
+    /// Hears of every forward pass before it runs ([`Engine::set_progress`]).
+    progress: Option<ProgressHook>,
+    /// The strategy being run, for progress reports.
+    running: Strategy,
+}
+
+/// What [`Engine::probe`] measured.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Probe {
+    pub tokens: usize,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+}
+
+/// What hears of each forward pass ([`Engine::set_progress`]).
+pub type ProgressHook = Box<dyn FnMut(&Progress)>;
+
+/// A forward pass about to run: which strategy, prefill or decode, and how far along.
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    pub strategy: Strategy,
+    pub phase: &'static str,
+    /// Decode steps done before this pass (0 for the prefill).
+    pub step: usize,
+    /// Tokens in this pass (all sequences together).
+    pub tokens: usize,
 }
 
 /// Sizes a call needs: `slots` sequences of up to `longest` tokens each (generation included),
@@ -63,7 +91,21 @@ const GROWTH_STEP: usize = 64;
 
 impl Engine {
     pub fn new(model: Model, tokenizer: Tokenizer) -> Self {
-        Self { model, tokenizer }
+        Self { model, tokenizer, progress: None, running: Strategy::PrefillOneToken }
+    }
+
+    /// Calls `progress` before every forward pass of later calls (`None`: stop).
+    pub fn set_progress(&mut self, progress: Option<ProgressHook>) {
+        self.progress = progress;
+    }
+
+    /// Reports a forward pass about to run.
+    fn report(&mut self, phase: Phase, step: usize, tokens: usize) {
+        let strategy = self.running;
+        if let Some(progress) = self.progress.as_mut() {
+            let phase = if phase == Phase::Prefill { "prefill" } else { "decode" };
+            progress(&Progress { strategy, phase, step, tokens });
+        }
     }
 
     /// An engine on `weights` at small starting sizes ([`ModelOptions::STARTING`]); each call
@@ -113,6 +155,22 @@ impl Engine {
         let readout = Readout { hidden: true, ..Readout::LOGITS };
         let mut out = self.model.prefill(&[Sequence { slot: 0, tokens: ids }], readout).await?;
         Ok(out.rows.remove(0))
+    }
+
+    /// A quick measure of this device before any judgment: the wall milliseconds of a prefill
+    /// of `tokens` tokens and of one decode step after it (slot 0, which it leaves empty). The
+    /// page estimates a long run from it.
+    pub async fn probe(&mut self, tokens: usize) -> Result<Probe> {
+        let tokens = tokens.clamp(1, self.model.config().max_position_embeddings - 1);
+        self.make_room(Room { slots: 1, longest: tokens + 1, batch_tokens: tokens, rows: 1, choice_ids: 1 })?;
+        self.model.forget(0)?;
+        // Any ids will do: the work does not depend on them.
+        let vocab = self.model.config().vocab_size as u32;
+        let ids: Vec<u32> = (0..tokens as u32).map(|i| 1 + i % (vocab - 1)).collect();
+        let prefill = self.model.prefill(&[Sequence { slot: 0, tokens: &ids }], Readout::ARGMAX).await?;
+        let decode = self.model.decode(&[(0, 1)], Readout::ARGMAX).await?;
+        self.model.forget(0)?;
+        Ok(Probe { tokens, prefill_ms: prefill.timing.wall_ms, decode_ms: decode.timing.wall_ms })
     }
 
     /// Grows the model to `room`, or fails if a sequence cannot fit the model's context.

@@ -33,6 +33,7 @@ impl Engine {
     /// heads). The model grows to fit the request.
     pub async fn judge(&mut self, req: &JudgeRequest, strategy: Strategy, top_k: usize) -> Result<Judgment> {
         let start = now_ms();
+        self.running = strategy;
         let tok = &self.tokenizer;
         check_choices(tok, &req.choices)?;
         let system = req.system.as_deref();
@@ -162,7 +163,8 @@ impl Engine {
                 HeadKind::FullVocabulary => Readout::last(Head::Full { top_k: top_k.max(1), ids: &allowed }),
                 HeadKind::ChoiceRows => Readout::last(Head::Choices(&allowed)),
             };
-            let (out, phase) = self.step(set.base(), pick.picked().last().copied(), readout).await?;
+            let done = pick.picked().len().saturating_sub(1);
+            let (out, phase) = self.step(set.base(), pick.picked().last().copied(), done, readout).await?;
             clock.record(&out.timing, phase);
             let row = &out.rows[0];
             if allowed.len() > 1 && answer.choice_logits.is_empty() {
@@ -187,10 +189,23 @@ impl Engine {
 
     /// The prefill of `prompt` in slot 0 when nothing is picked yet, else a decode step of the
     /// last picked token.
-    async fn step(&mut self, prompt: &[u32], last: Option<u32>, readout: Readout<'_>) -> Result<(ForwardOut, Phase)> {
+    /// `done` counts the decode steps before this one.
+    async fn step(
+        &mut self,
+        prompt: &[u32],
+        last: Option<u32>,
+        done: usize,
+        readout: Readout<'_>,
+    ) -> Result<(ForwardOut, Phase)> {
         Ok(match last {
-            None => (self.model.prefill(&[Sequence { slot: 0, tokens: prompt }], readout).await?, Phase::Prefill),
-            Some(token) => (self.model.decode(&[(0, token)], readout).await?, Phase::Decode),
+            None => {
+                self.report(Phase::Prefill, 0, prompt.len());
+                (self.model.prefill(&[Sequence { slot: 0, tokens: prompt }], readout).await?, Phase::Prefill)
+            }
+            Some(token) => {
+                self.report(Phase::Decode, done, 1);
+                (self.model.decode(&[(0, token)], readout).await?, Phase::Decode)
+            }
         })
     }
 
@@ -210,7 +225,8 @@ impl Engine {
         let mut text = String::new();
         while answer.picked.len() < FREE_TOKEN_LIMIT {
             let readout = Readout::last(Head::Full { top_k: top_k.max(1), ids: &[] });
-            let (out, phase) = self.step(prompt, answer.picked.last().copied(), readout).await?;
+            let done = answer.picked.len().saturating_sub(1);
+            let (out, phase) = self.step(prompt, answer.picked.last().copied(), done, readout).await?;
             clock.record(&out.timing, phase);
             let row = &out.rows[0];
             if answer.top.is_none() && top_k > 0 {

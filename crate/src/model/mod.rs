@@ -18,6 +18,7 @@ mod kv_cache;
 mod plan;
 mod readout;
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 pub use readout::{ForwardOut, ForwardTiming, Head, Positions, Readout, RowOut};
@@ -100,6 +101,8 @@ pub struct Model {
     graph: Graph,
     /// Per-dispatch GPU times, when profiling ([`Model::set_profiling`]).
     profiler: Option<Profiler>,
+    /// Set from elsewhere to stop at the next forward pass ([`Model::cancel_flag`]).
+    cancel: Rc<Cell<bool>>,
 }
 
 impl Model {
@@ -114,7 +117,8 @@ impl Model {
         let kv = KvCache::new(&gpu, weights.config(), o.kv_slots, o.kv_capacity)?;
         let graph = Graph::new(&gpu, &weights, &kv, &o)?;
         gpu.check()?;
-        Ok(Self { config: weights.config().clone(), gpu, weights, options: o, kv, graph, profiler: None })
+        let cancel = Rc::default();
+        Ok(Self { config: weights.config().clone(), gpu, weights, options: o, kv, graph, profiler: None, cancel })
     }
 
     pub fn config(&self) -> &Qwen2Config {
@@ -137,9 +141,17 @@ impl Model {
     /// Sets the model up again at other sizes, on the same weights (a new KV cache and
     /// activations; every slot starts empty).
     pub fn resize(&mut self, options: ModelOptions) -> Result<()> {
-        let profiling = self.profiler.is_some();
+        let (profiling, cancel) = (self.profiler.is_some(), self.cancel.clone());
         *self = Self::new(self.gpu.clone(), self.weights.clone(), options)?;
+        self.cancel = cancel;
         self.set_profiling(profiling)
+    }
+
+    /// A flag that, once set, makes every later forward fail with [`Error::Cancelled`] before
+    /// it starts: a long run stops at the next forward pass (work already on the GPU finishes).
+    /// The caller clears it before the next run.
+    pub fn cancel_flag(&self) -> Rc<Cell<bool>> {
+        self.cancel.clone()
     }
 
     /// Grows the sizes to cover `need` (each size at least as large as now); does nothing when
@@ -209,6 +221,9 @@ impl Model {
     /// The forward pass: embed, the decoder layers, the head, then the read-back. See the
     /// module docs.
     pub async fn forward(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<ForwardOut> {
+        if self.cancel.get() {
+            return Err(Error::Cancelled);
+        }
         self.gpu.check()?;
         let plan = Plan::new(batch, readout, &self.kv, &self.options, self.config.vocab_size)?;
         let start = now_ms();
