@@ -29,6 +29,9 @@ pub struct Tokenizer {
     special: Vec<(&'static str, String)>,
 }
 
+/// Most template instructions one rendering may run.
+const TEMPLATE_FUEL: u64 = 1_000_000;
+
 /// Marks where a continued assistant message ends in a rendered chat (HF does the same): text
 /// from the marker on is cut off. A private-use character cannot appear in a real template.
 const CONTINUE_MARK: &str = "\u{F8FF}onetoken-continue\u{F8FF}";
@@ -125,6 +128,9 @@ impl Tokenizer {
             last.content.push_str(CONTINUE_MARK);
         }
         let mut env = Environment::new();
+        // A template comes with the model files: one that loops or recurses without end runs
+        // out of fuel (a clear error) instead of hanging the page. Qwen's needs a few thousand.
+        env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         minijinja_contrib::add_to_environment(&mut env);
