@@ -40,7 +40,7 @@ impl Tokenizer {
     /// Reads `tokenizer.json` and, when given, `tokenizer_config.json` (for the chat template).
     pub fn from_bytes(tokenizer_json: &[u8], tokenizer_config_json: Option<&[u8]>) -> Result<Self> {
         let inner = tokenizers::Tokenizer::from_bytes(tokenizer_json)
-            .map_err(|e| Error::Tokenizer(format!("tokenizer.json could not be read: {e}")))?;
+            .map_err(|e| Error::Tokenizer(format!("tokenizer.json is not a Hugging Face tokenizer ({e})")))?;
         let (mut chat_template, mut special) = (None, Vec::new());
         if let Some(bytes) = tokenizer_config_json {
             let cfg: serde_json::Value = serde_json::from_slice(bytes)

@@ -15,37 +15,6 @@ fn tiny_bytes() -> Vec<u8> {
     std::fs::read(fixture("tiny-qwen2/model.safetensors")).unwrap()
 }
 
-/// Splits a safetensors file into (header JSON, data).
-fn split(bytes: &[u8]) -> (serde_json::Value, Vec<u8>) {
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    (serde_json::from_slice(&bytes[8..8 + n]).unwrap(), bytes[8 + n..].to_vec())
-}
-
-/// Drops tensors from a file, repacking the data so no hole is left.
-fn without(bytes: &[u8], drop: &[&str]) -> Vec<u8> {
-    let (header, data) = split(bytes);
-    let (mut out_header, mut out_data) = (serde_json::Map::new(), Vec::new());
-    for (name, info) in header.as_object().unwrap() {
-        if name == "__metadata__" || drop.contains(&name.as_str()) {
-            continue;
-        }
-        let [a, b] = [0, 1].map(|i| info["data_offsets"][i].as_u64().unwrap() as usize);
-        let mut info = info.clone();
-        info["data_offsets"] = serde_json::json!([out_data.len(), out_data.len() + b - a]);
-        out_data.extend_from_slice(&data[a..b]);
-        out_header.insert(name.clone(), info);
-    }
-    join(&serde_json::Value::Object(out_header), &out_data)
-}
-
-fn join(header: &serde_json::Value, data: &[u8]) -> Vec<u8> {
-    let h = header.to_string().into_bytes();
-    let mut out = (h.len() as u64).to_le_bytes().to_vec();
-    out.extend(h);
-    out.extend(data);
-    out
-}
-
 /// Writes a model folder with the tiny config and the given safetensors bytes, then loads it.
 fn load_with(bytes: &[u8], config: &str) -> String {
     let dir = std::env::temp_dir().join(format!("onetoken-bad-{}-{}", std::process::id(), rand_suffix()));
@@ -115,26 +84,26 @@ fn odd_chunk_sizes_give_the_same_tensors() {
 
 #[test]
 fn overlapping_and_out_of_range_offsets() {
-    let (mut header, data) = split(&tiny_bytes());
+    let (mut header, data) = split_safetensors(&tiny_bytes());
     let norm = header["model.norm.weight"]["data_offsets"].clone();
     let embed = header["model.embed_tokens.weight"]["data_offsets"].clone();
     // Point model.norm.weight inside the embedding (same size, overlapping range).
     let start = embed[0].as_u64().unwrap() + 64;
     let len = norm[1].as_u64().unwrap() - norm[0].as_u64().unwrap();
     header["model.norm.weight"]["data_offsets"] = serde_json::json!([start, start + len]);
-    let err = load_with(&join(&header, &data), &tiny_config_text());
+    let err = load_with(&join_safetensors(&header, &data), &tiny_config_text());
     expect(&err, "overlap");
     expect(&err, "model.embed_tokens.weight");
 
-    let (mut header, data) = split(&tiny_bytes());
+    let (mut header, data) = split_safetensors(&tiny_bytes());
     let end = data.len() as u64 + 1000;
     header["model.norm.weight"]["data_offsets"] = serde_json::json!([end - len, end]);
-    let err = load_with(&join(&header, &data), &tiny_config_text());
+    let err = load_with(&join_safetensors(&header, &data), &tiny_config_text());
     expect(&err, "truncated: tensor model.norm.weight ends at data byte");
 
-    let (mut header, data) = split(&tiny_bytes());
+    let (mut header, data) = split_safetensors(&tiny_bytes());
     header["model.norm.weight"]["data_offsets"] = serde_json::json!([0, 3]);
-    let err = load_with(&join(&header, &data), &tiny_config_text());
+    let err = load_with(&join_safetensors(&header, &data), &tiny_config_text());
     expect(&err, "tensor model.norm.weight: offsets 0..3 do not hold 64 values");
 }
 
@@ -152,22 +121,22 @@ fn header_that_is_not_json() {
 
 #[test]
 fn wrong_dtype() {
-    let (mut header, data) = split(&tiny_bytes());
+    let (mut header, data) = split_safetensors(&tiny_bytes());
     header["model.norm.weight"]["dtype"] = "I16".into();
-    let err = load_with(&join(&header, &data), &tiny_config_text());
+    let err = load_with(&join_safetensors(&header, &data), &tiny_config_text());
     expect(&err, "tensor model.norm.weight: dtype I16 is not supported (use BF16, F16 or F32)");
 }
 
 #[test]
 fn missing_extra_and_misshaped_tensors() {
-    let bytes = without(&tiny_bytes(), &["model.layers.1.mlp.up_proj.weight", "model.norm.weight"]);
+    let bytes = without_tensors(&tiny_bytes(), &["model.layers.1.mlp.up_proj.weight", "model.norm.weight"]);
     let err = load_with(&bytes, &tiny_config_text());
     expect(&err, "missing tensor(s) for this config: model.layers.1.mlp.up_proj.weight, model.norm.weight");
 
-    let (mut header, data) = split(&tiny_bytes());
+    let (mut header, data) = split_safetensors(&tiny_bytes());
     let v = header.as_object_mut().unwrap().remove("model.norm.weight").unwrap();
     header["model.layers.7.mystery.weight"] = v;
-    let err = load_with(&join(&header, &data), &tiny_config_text());
+    let err = load_with(&join_safetensors(&header, &data), &tiny_config_text());
     expect(&err, "unexpected tensor(s) not used by a Qwen2 model: model.layers.7.mystery.weight");
 
     // The tiny checkpoint against a config with a wider MLP: every mismatch names both shapes.
@@ -185,7 +154,7 @@ fn untied_config_needs_lm_head() {
 
 #[test]
 fn sharded_checkpoint_reads_like_one_file() {
-    let (header, data) = split(&tiny_bytes());
+    let (header, data) = split_safetensors(&tiny_bytes());
     let dir = std::env::temp_dir().join(format!("onetoken-shards-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // Shard 1: the embedding; shard 2: everything else, each with offsets of its own.
@@ -206,7 +175,7 @@ fn sharded_checkpoint_reads_like_one_file() {
         weight_map.insert(name.clone(), format!("model-0000{}-of-00002.safetensors", s + 1).into());
     }
     for s in 0..2 {
-        let bytes = join(&serde_json::Value::Object(shards[s].clone()), &datas[s]);
+        let bytes = join_safetensors(&serde_json::Value::Object(shards[s].clone()), &datas[s]);
         std::fs::write(dir.join(format!("model-0000{}-of-00002.safetensors", s + 1)), bytes).unwrap();
     }
     let index = serde_json::json!({"metadata": {}, "weight_map": weight_map});

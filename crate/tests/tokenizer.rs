@@ -77,7 +77,7 @@ fn special_tokens_are_known() {
 #[test]
 fn bad_tokenizer_files_are_reported() {
     let err = Tokenizer::from_bytes(b"{not json", None).err().unwrap().to_string();
-    assert!(err.contains("tokenizer.json could not be read"), "{err}");
+    assert!(err.contains("tokenizer.json is not a Hugging Face tokenizer"), "{err}");
     let tok_json = std::fs::read(fixture("tiny-qwen2/tokenizer.json")).unwrap();
     let err = Tokenizer::from_bytes(&tok_json, Some(b"[")).err().unwrap().to_string();
     assert!(err.contains("tokenizer_config.json is not valid JSON"), "{err}");

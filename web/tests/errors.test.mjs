@@ -12,12 +12,30 @@ let broken;
 let browser;
 let page;
 
+/** The bad-input table's model-folder rows: a copy of the tiny model with one file broken. */
+const ROWS = {
+  'not-a-tokenizer': { file: 'tokenizer.json', text: '{"hello": 1}', says: /tokenizer\.json is not a Hugging Face tokenizer/ },
+  'template-syntax': { file: 'tokenizer_config.json', text: JSON.stringify({ chat_template: '{% for m in messages %}' }), says: /chat template: syntax error/, at: 'judge' },
+  'heads-not-dividing': { file: 'config.json', edit: (c) => ({ ...c, num_attention_heads: 5 }), says: /config\.json: num_attention_heads \(5\) does not divide hidden_size \(64\)/ },
+  'vocab-mismatch': { file: 'config.json', edit: (c) => ({ ...c, vocab_size: 1000 }), says: /tensor model\.embed_tokens\.weight: expected shape \[1000, 64\], found \[512, 64\]/ },
+};
+const rowDirs = {};
+
 before(async () => {
   broken = await mkdtemp(path.join(tmpdir(), 'onetoken-broken-'));
   for (const f of ['config.json', 'tokenizer.json', 'tokenizer_config.json']) await copyFile(path.join(FIXTURE, f), path.join(broken, f));
   const weights = await readFile(path.join(FIXTURE, 'model.safetensors'));
   await writeFile(path.join(broken, 'model.safetensors'), weights.subarray(0, weights.length - 1000));
-  browser = await openBrowser({ mounts: { '/models/broken/': broken, '/models/tiny-qwen2/': FIXTURE } });
+  const mounts = { '/models/broken/': broken, '/models/tiny-qwen2/': FIXTURE };
+  for (const [name, row] of Object.entries(ROWS)) {
+    const dir = await mkdtemp(path.join(tmpdir(), `onetoken-${name}-`));
+    for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) await copyFile(path.join(FIXTURE, f), path.join(dir, f));
+    const text = row.edit ? JSON.stringify(row.edit(JSON.parse(await readFile(path.join(dir, row.file), 'utf8')))) : row.text;
+    await writeFile(path.join(dir, row.file), text);
+    rowDirs[name] = dir;
+    mounts[`/models/${name}/`] = dir;
+  }
+  browser = await openBrowser({ mounts });
   ({ page } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
   await page.evaluate(() => window.onetoken.ready);
 });
@@ -25,6 +43,38 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await rm(broken, { recursive: true, force: true });
+  for (const dir of Object.values(rowDirs)) await rm(dir, { recursive: true, force: true });
+});
+
+test('each broken model folder of the bad-input table is named in its error, inputs kept, and the next load works', async () => {
+  await page.fill('#question', 'Still mine?');
+  for (const [name, row] of Object.entries(ROWS)) {
+    const message = await page.evaluate((name) => window.onetoken.load({ kind: 'folder', name })
+      .then(() => 'loaded', (e) => e.message), name);
+    if (row.at === 'judge') {
+      // The folder loads; the template fails when a judgment renders it (the page's B button).
+      assert.equal(message, 'loaded', name);
+      await page.click('button.run[data-strategy=b]');
+      await page.waitForFunction(() => !document.getElementById('error').hidden);
+    } else {
+      assert.match(message, row.says, name);
+    }
+    assert.equal(await page.isVisible('#error'), true, name);
+    assert.match(await page.textContent('#error-text'), row.says, name);
+    assert.equal(await page.inputValue('#question'), 'Still mine?', name);
+  }
+  await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' }));
+  const r = await page.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
+  assert.equal(r.decode_steps, 0);
+});
+
+test('a document past the context says how many tokens and the limit, and the next run works', async () => {
+  await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' }));
+  const message = await page.evaluate(() => window.onetoken.judge({ user: 'blue '.repeat(5000), choices: ['a', 'b'] })
+    .then(() => 'no error', (e) => `${e.code}: ${e.message}`));
+  assert.match(message, /^context_overflow: prompt of \d+ tokens does not fit: the model's context is 4096 tokens$/);
+  const r = await page.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
+  assert.equal(r.decode_steps, 0);
 });
 
 test('a truncated model file is named in a clear error, and nothing typed is lost', async () => {

@@ -48,3 +48,35 @@ pub fn seeded(seed: u64, n: usize, scale: f32) -> Vec<f32> {
         })
         .collect()
 }
+
+/// Splits a safetensors file into (header JSON, data).
+pub fn split_safetensors(bytes: &[u8]) -> (serde_json::Value, Vec<u8>) {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    (serde_json::from_slice(&bytes[8..8 + n]).unwrap(), bytes[8 + n..].to_vec())
+}
+
+/// A safetensors file from a header and its data.
+pub fn join_safetensors(header: &serde_json::Value, data: &[u8]) -> Vec<u8> {
+    let h = header.to_string().into_bytes();
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend(h);
+    out.extend(data);
+    out
+}
+
+/// Drops tensors from a safetensors file, repacking the data so no hole is left.
+pub fn without_tensors(bytes: &[u8], drop: &[&str]) -> Vec<u8> {
+    let (header, data) = split_safetensors(bytes);
+    let (mut out_header, mut out_data) = (serde_json::Map::new(), Vec::new());
+    for (name, info) in header.as_object().unwrap() {
+        if name == "__metadata__" || drop.contains(&name.as_str()) {
+            continue;
+        }
+        let [a, b] = [0, 1].map(|i| info["data_offsets"][i].as_u64().unwrap() as usize);
+        let mut info = info.clone();
+        info["data_offsets"] = serde_json::json!([out_data.len(), out_data.len() + b - a]);
+        out_data.extend_from_slice(&data[a..b]);
+        out_header.insert(name.clone(), info);
+    }
+    join_safetensors(&serde_json::Value::Object(out_header), &out_data)
+}
