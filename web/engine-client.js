@@ -5,6 +5,7 @@ export class EngineClient {
     this.worker = new Worker(new URL('./engine-worker.js', import.meta.url), { type: 'module' });
     this.pending = new Map();
     this.nextId = 1;
+    this.queue = Promise.resolve();
     this.worker.onmessage = ({ data }) => {
       const call = this.pending.get(data.id);
       if (!call) return;
@@ -21,7 +22,19 @@ export class EngineClient {
     };
   }
 
+  /**
+   * Sends a command. Engine commands wait for the ones before them (the engine runs one at a
+   * time), so any number of calls at once are answered in order; `cancel`, `caches` and
+   * `memory` go at once (cancel must reach the running call).
+   */
   call(cmd, args = {}, onProgress = null) {
+    if (IMMEDIATE.has(cmd)) return this.send(cmd, args, onProgress);
+    const run = this.queue.then(() => this.send(cmd, args, onProgress));
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  send(cmd, args, onProgress) {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject, onProgress });
@@ -29,3 +42,5 @@ export class EngineClient {
     });
   }
 }
+
+const IMMEDIATE = new Set(['cancel', 'caches', 'clearCaches', 'memory']);

@@ -2,12 +2,13 @@
 // {id, cmd, args}; messages out: {id, progress} any number of times, then {id, result} or
 // {id, error, code}: `code` names the kind of error (the library's Error::code, or no_webgpu),
 // so callers never parse messages. Commands: init, load, judge, batch, bench, probe, logits,
-// tokenize, cancel, caches, clearCaches.
+// tokenize, cancel, memory, caches, clearCaches.
 import init, { WebEngine, WebGpu, defaultPrefix } from './pkg/onetoken.js';
 import { clearModelCaches, listModelCaches, loadModel } from './models.js';
 
 let gpu = null;
 let engine = null;
+let wasm = null; // the module's exports: its memory, for the load tests
 let model = null; // {source, info}
 
 function post(message) {
@@ -39,7 +40,7 @@ function need(what) {
 
 const COMMANDS = {
   async init() {
-    await init();
+    wasm = await init();
     if (!navigator.gpu) {
       throw coded('no_webgpu', 'this browser has no WebGPU (navigator.gpu)');
     }
@@ -90,6 +91,11 @@ const COMMANDS = {
 
   async tokenize({ text }) {
     return Array.from(need(engine).encode(text));
+  },
+
+  // The wasm memory's size: it grows and never shrinks, so a leak shows as growth.
+  async memory() {
+    return { wasmBytes: wasm?.memory.buffer.byteLength ?? 0 };
   },
 
   async caches() {

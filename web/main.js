@@ -428,6 +428,8 @@ window.onetoken = {
     await ready;
     return client.call('tokenize', { text });
   },
+  /** The engine's wasm memory in bytes (the load tests watch it stay flat). */
+  memory: () => client.call('memory').then((m) => m.wasmBytes),
   /** Full-vocabulary logits of the last position (a diagnostic for tests). */
   logits: (ids) => client.call('logits', { ids }),
   /** Re-renders results after a scripted run (the charts of window.onetoken.judge calls). */
