@@ -75,3 +75,17 @@ export async function openBrowser({ root = WEB, mounts = {} } = {}) {
 
   return { url: server.url, open, close, context };
 }
+
+/** The tiny fixture model, served as the bundled folder `tiny-qwen2`. */
+export const TINY = path.join(REPO, 'crate/tests/fixtures/tiny-qwen2');
+
+/**
+ * A browser serving the page with the tiny model, and the page opened on it (`query` is added
+ * to `?model=folder:tiny-qwen2&lang=en`), its model loaded: {browser, page, errors}.
+ */
+export async function openTiny(query = '') {
+  const browser = await openBrowser({ mounts: { '/models/tiny-qwen2/': TINY } });
+  const { page, errors } = await browser.open(`index.html?model=folder:tiny-qwen2&lang=en${query}`);
+  await page.evaluate(() => window.onetoken.ready);
+  return { browser, page, errors };
+}

@@ -2,20 +2,16 @@
 // one alone (the engine runs one call at a time; the page queues the rest), and over 1,000
 // judgments the engine's wasm memory stays flat (wasm memory never shrinks: a leak would grow it).
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { openBrowser, REPO } from './browser.mjs';
+import { openTiny } from './browser.mjs';
 
-const FIXTURE = path.join(REPO, 'crate/tests/fixtures/tiny-qwen2');
 const REQUEST = { user: 'Which color is the sky?', choices: ['blue', 'red'] };
 let browser;
 let page;
 let errors;
 
 before(async () => {
-  browser = await openBrowser({ mounts: { '/models/tiny-qwen2/': FIXTURE } });
-  ({ page, errors } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
-  await page.evaluate(() => window.onetoken.ready);
+  ({ browser, page, errors } = await openTiny());
 });
 
 after(async () => {

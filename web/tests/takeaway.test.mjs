@@ -3,18 +3,14 @@
 // reopens the page with the same settings.
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { openBrowser, REPO } from './browser.mjs';
+import { openTiny } from './browser.mjs';
 
-const FIXTURE = path.join(REPO, 'crate/tests/fixtures/tiny-qwen2');
 let browser;
 let page;
 
 before(async () => {
-  browser = await openBrowser({ mounts: { '/models/tiny-qwen2/': FIXTURE } });
-  ({ page } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
-  await page.evaluate(() => window.onetoken.ready);
+  ({ browser, page } = await openTiny());
   await page.evaluate(async () => {
     const records = await window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'], strategy: 'all' });
     window.onetoken.show(records);

@@ -9,9 +9,8 @@ import { after, before, test } from 'node:test';
 import { ARTICLE_BAND } from '../bench-charts.js';
 import { ms } from '../bench-view.js';
 import { articleComparison, articleVerdict } from '../lesson.js';
-import { openBrowser, REPO } from './browser.mjs';
+import { openTiny, REPO, TINY as FIXTURE } from './browser.mjs';
 
-const FIXTURE = path.join(REPO, 'crate/tests/fixtures/tiny-qwen2');
 const CLI = path.join(REPO, 'target/fast/onetoken');
 const ref = JSON.parse(await readFile(path.join(FIXTURE, 'ref.json'), 'utf8'));
 
@@ -36,9 +35,7 @@ let page;
 let errors;
 
 before(async () => {
-  browser = await openBrowser({ mounts: { '/models/tiny-qwen2/': FIXTURE } });
-  ({ page, errors } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
-  await page.evaluate(() => window.onetoken.ready);
+  ({ browser, page, errors } = await openTiny());
 });
 
 after(async () => {

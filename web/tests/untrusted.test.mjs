@@ -2,21 +2,17 @@
 // literally and run no script, and the page carries a Content-Security-Policy that allows only
 // its own scripts (an injected inline script is refused).
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { openBrowser, REPO } from './browser.mjs';
+import { openTiny } from './browser.mjs';
 
-const FIXTURE = path.join(REPO, 'crate/tests/fixtures/tiny-qwen2');
 const XSS = '<img src=x onerror="window.pwned=1">';
 let browser;
 let page;
 
 before(async () => {
-  browser = await openBrowser({ mounts: { '/models/tiny-qwen2/': FIXTURE } });
   const q = encodeURIComponent(`Sky? ${XSS}`);
   const choices = encodeURIComponent('<b>red</b>|<script>window.pwned=2</script>');
-  ({ page } = await browser.open(`index.html?model=folder:tiny-qwen2&lang=en&q=${q}&choices=${choices}&doc=${encodeURIComponent(XSS)}`));
-  await page.evaluate(() => window.onetoken.ready);
+  ({ browser, page } = await openTiny(`&q=${q}&choices=${choices}&doc=${encodeURIComponent(XSS)}`));
 });
 
 after(async () => {
