@@ -1,6 +1,7 @@
 // Take-away results for a teacher's slides: each chart as SVG or PNG (drawn with the page's own
 // styles), the measurements as JSON or CSV (device, model and every timing), and a link whose
 // URL parameters reproduce the run.
+import { formatMillions } from './svg.js';
 
 /** The chart in `container` as a standalone SVG document, the page's styles embedded. */
 export function chartSvg(container) {
@@ -81,8 +82,7 @@ export function deviceName(device) {
 /** The measurements as CSV: one row per judgment, benchmark point and batch. */
 export function measurementsCsv(m) {
   const device = deviceName(m.device);
-  const params = (n) => `${(n / 1e6).toFixed(n < 1e7 ? 2 : 0)}M`;
-  const model = m.model ? `${params(m.model.parameters)} ${m.model.quant ?? ''}${m.model.synthetic ? ' synthetic' : ''}` : '';
+  const model = m.model ? `${formatMillions(m.model.parameters)}M ${m.model.quant ?? ''}${m.model.synthetic ? ' synthetic' : ''}` : '';
   const rows = [];
   const timed = (kind, r) => ({
     kind, strategy: r.strategy, prompt_tokens: r.prompt_tokens, decode_steps: r.decode_steps,

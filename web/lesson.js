@@ -2,6 +2,7 @@
 // the article's worked example beside this device's figures for the same prompt. Pure
 // functions of the report: the numbers come from what was measured here, never assumed.
 import { profiledPhases } from './bench-charts.js';
+import { formatMillions } from './svg.js';
 
 /**
  * The article's worked example: a 600-token prompt, T_prefill about 60 ms and T_decode about
@@ -11,7 +12,6 @@ import { profiledPhases } from './bench-charts.js';
 export const ARTICLE = { prompt: 600, prefillMs: 60, prefillPlusOneMs: 61, decodeMs: 30, aSteps: 8, bSteps: 1 };
 
 const LINEAR = new Set(['matmul', 'matvec', 'linear_direct']);
-const megabytes = (bytes) => (bytes / 1e6).toFixed(bytes < 1e7 ? 2 : 0);
 const share = (part, whole) => (whole > 0 ? Math.round((100 * part) / whole) : 0);
 
 /** The reading of each profiled phase (prefill, then decode), in the page's language. */
@@ -26,7 +26,7 @@ export function kernelReadings(report, t, fill) {
       count: phase.dispatch_count,
       share: share(linearMs, phase.kernels_ms),
       linear: linear.map((k) => k.kernel).join(', '),
-      mb: megabytes(report.model.decode_bytes ?? 0),
+      mb: formatMillions(report.model.decode_bytes ?? 0),
       tokens: phase.tokens,
     };
     if (phase.phase === 'decode') return fill(t.decodeReading, values);

@@ -210,11 +210,12 @@ async function estimateText(request, strategies) {
   const tokens = (await client.call('tokenize', { text: `${request.system ?? ''}\n${request.user}` })).length;
   // The chat template and the response prefix add a few dozen tokens.
   const measured = { report: lastReport, judgments: lastJudgments };
-  // Nothing measured yet: a probe (a 32-token prefill and one decode step) first.
-  if (estimateMs(measured, 1, strategies) === null) {
+  let ms = estimateMs(measured, tokens + 30, strategies);
+  if (ms === null) {
+    // Nothing measured yet: a probe (a 32-token prefill and one decode step) first.
     measured.probe = await client.call('probe', { tokens: 32 }).catch(() => null);
+    ms = estimateMs(measured, tokens + 30, strategies);
   }
-  const ms = estimateMs(measured, tokens + 30, strategies);
   if (ms === null) return t().noEstimate;
   return fill(ms > 60_000 ? t().estimateLong : t().estimate, { time: duration(ms) });
 }

@@ -1,5 +1,7 @@
 // The model picker: the source the controls describe, load progress, the loaded model's line,
 // the bundled folders and the cached files.
+import { formatMillions } from './svg.js';
+
 const $ = (id) => document.getElementById(id);
 
 /** `synthetic:NAME`, `folder:NAME` or `url:REPO` as a source. */
@@ -43,11 +45,11 @@ export function showProgress(p, t, fill) {
 export function modelLine(source, info, t, fill) {
   const name = source.kind === 'files' ? source.files.map((f) => f.name).join(', ') : source.name ?? source.url;
   const facts = fill(t.modelFacts, {
-    params: (info.parameters / 1e6).toFixed(info.parameters < 1e7 ? 2 : 0),
+    params: formatMillions(info.parameters),
     layers: info.layers,
     hidden: info.hidden_size,
     quant: info.quant,
-    mb: (info.decode_bytes / 1e6).toFixed(info.decode_bytes < 1e7 ? 2 : 0),
+    mb: formatMillions(info.decode_bytes),
   });
   return `${t.loaded}: ${name} — ${facts}`;
 }

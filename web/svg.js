@@ -27,6 +27,9 @@ export function formatNum(x) {
   return String(Number(x.toFixed(2)));
 }
 
+/** A count in millions: 2 decimals below 10 million (a tiny model's 0.21), else none. */
+export const formatMillions = (n) => (n / 1e6).toFixed(n < 1e7 ? 2 : 0);
+
 /** Tick labels: like formatMs / formatNum but without trailing zeros ("20 ms", "1.5 s"). */
 export const tickMs = (v) => formatMs(v).replace(/(\.\d*[1-9])0+ /, '$1 ').replace(/\.0+ /, ' ');
 export const tickNum = (v) => String(Number(v.toPrecision(6)));

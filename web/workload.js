@@ -97,7 +97,7 @@ const HOSTED = { perTokenMs: 60 / 600, decodeMs: 30 };
  */
 export function projectWorkload(result, costModel) {
   const perDocument = result.records.map((r) => {
-    const suffix = (r.batch_prefill_tokens) / r.judgments; // tokens of one question after the document
+    const suffix = r.batch_prefill_tokens / r.judgments; // tokens of one question after the document
     return { shared: r.shared_prefix_tokens, suffix, longest: r.longest_prompt_tokens };
   });
   const avg = (f) => perDocument.reduce((a, d) => a + f(d), 0) / perDocument.length;

@@ -48,7 +48,9 @@ pub enum Error {
     #[error("the GPU device was lost ({0}); reload the model")]
     DeviceLost(String),
 
-    #[error("cancelled")]
+    #[error(
+        "cancelled: the run stopped before its next forward pass; nothing is left half done, run it again when ready"
+    )]
     Cancelled,
 
     #[error("GPU limit {limit}: this model needs {needed}, the device allows {available}")]

@@ -151,7 +151,8 @@ impl Engine {
     /// The last position of `ids` through the whole model: every logit and the final hidden
     /// state (the `logits` diagnostic; tests compare it with the CPU reference).
     pub async fn logits(&mut self, ids: &[u32]) -> Result<RowOut> {
-        self.model.resize(ModelOptions::single(ids.len()))?;
+        self.model.grow_to(ModelOptions::single(ids.len()))?;
+        self.model.forget(0)?;
         let readout = Readout { hidden: true, ..Readout::LOGITS };
         let mut out = self.model.prefill(&[Sequence { slot: 0, tokens: ids }], readout).await?;
         Ok(out.rows.remove(0))

@@ -163,8 +163,7 @@ impl Engine {
                 HeadKind::FullVocabulary => Readout::last(Head::Full { top_k: top_k.max(1), ids: &allowed }),
                 HeadKind::ChoiceRows => Readout::last(Head::Choices(&allowed)),
             };
-            let done = pick.picked().len().saturating_sub(1);
-            let (out, phase) = self.step(set.base(), pick.picked().last().copied(), done, readout).await?;
+            let (out, phase) = self.step(set.base(), pick.picked(), readout).await?;
             clock.record(&out.timing, phase);
             let row = &out.rows[0];
             if allowed.len() > 1 && answer.choice_logits.is_empty() {
@@ -187,23 +186,16 @@ impl Engine {
         }
     }
 
-    /// The prefill of `prompt` in slot 0 when nothing is picked yet, else a decode step of the
+    /// The prefill of `prompt` in slot 0 when nothing is `picked` yet, else a decode step of the
     /// last picked token.
-    /// `done` counts the decode steps before this one.
-    async fn step(
-        &mut self,
-        prompt: &[u32],
-        last: Option<u32>,
-        done: usize,
-        readout: Readout<'_>,
-    ) -> Result<(ForwardOut, Phase)> {
-        Ok(match last {
+    async fn step(&mut self, prompt: &[u32], picked: &[u32], readout: Readout<'_>) -> Result<(ForwardOut, Phase)> {
+        Ok(match picked.last() {
             None => {
                 self.report(Phase::Prefill, 0, prompt.len());
                 (self.model.prefill(&[Sequence { slot: 0, tokens: prompt }], readout).await?, Phase::Prefill)
             }
-            Some(token) => {
-                self.report(Phase::Decode, done, 1);
+            Some(&token) => {
+                self.report(Phase::Decode, picked.len() - 1, 1);
                 (self.model.decode(&[(0, token)], readout).await?, Phase::Decode)
             }
         })
@@ -225,8 +217,7 @@ impl Engine {
         let mut text = String::new();
         while answer.picked.len() < FREE_TOKEN_LIMIT {
             let readout = Readout::last(Head::Full { top_k: top_k.max(1), ids: &[] });
-            let done = answer.picked.len().saturating_sub(1);
-            let (out, phase) = self.step(prompt, answer.picked.last().copied(), done, readout).await?;
+            let (out, phase) = self.step(prompt, &answer.picked, readout).await?;
             clock.record(&out.timing, phase);
             let row = &out.rows[0];
             if answer.top.is_none() && top_k > 0 {
