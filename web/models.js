@@ -1,11 +1,34 @@
 // Model sources, shared by the engine worker: synthetic weights (no download), a bundled folder
-// beside the page (models/<name>/), the official Hugging Face files by URL, or local files.
-// Weights stream tensor by tensor into the GPU as they arrive (never whole in wasm memory);
-// downloads are kept in Cache Storage so a second visit, or a classroom offline, loads from it.
-import { WebEngine, WebLoader } from './pkg/onetoken.js';
+// beside the page (models/<name>/) or GGUF file (models/<name>.gguf), the official Hugging Face
+// files by URL (a repo, or one .gguf file), or local files (a model folder's files, or one
+// .gguf). Weights stream tensor by tensor into the GPU as they arrive (never whole in wasm
+// memory); downloads are kept in Cache Storage so a second visit, or a classroom offline,
+// loads from it.
+import { WebEngine, WebGgufLoader, WebLoader } from './pkg/onetoken.js';
 
 const CACHE = 'onetoken-models-v1';
 const TOKENIZER = new URL('./pkg/assets/qwen2.5/', import.meta.url);
+
+const isGgufName = (name) => /\.gguf$/i.test(name);
+
+/**
+ * The GGUF file a source names, else null: {url} for a bundled file or an address (a Hugging
+ * Face page's /blob/ address is read as its /resolve/ one), {file} for a chosen local file.
+ */
+export function ggufFile(source) {
+  if (source.kind === 'folder' && isGgufName(source.name)) return { url: new URL(`./models/${encodeURIComponent(source.name)}`, import.meta.url).href };
+  if (source.kind === 'url') {
+    const url = new URL(source.url.trim(), globalThis.location?.href);
+    if (!isGgufName(url.pathname)) return null;
+    if (url.hostname === 'huggingface.co') url.pathname = url.pathname.replace('/blob/', '/resolve/');
+    return { url: url.href };
+  }
+  if (source.kind === 'files') {
+    const file = [...source.files].find((f) => isGgufName(f.name));
+    return file ? { file } : null;
+  }
+  return null;
+}
 
 /** A source's base URL for fetched files (folder or Hugging Face), else null. */
 export function sourceBase(source) {
@@ -104,7 +127,7 @@ function opener(source) {
       const f = byName.get(name);
       if (!f) {
         if (optional) return null;
-        throw coded('input', `${name} is missing: choose config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)`);
+        throw coded('input', `${name} is missing: choose one .gguf file, or config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)`);
       }
       return { body: f.stream(), length: f.size, cached: false, url: null };
     };
@@ -124,6 +147,8 @@ export async function loadModel(gpu, source, progress) {
     progress({ phase: 'weights', file: 'synthetic' });
     return WebEngine.synthetic(gpu, source.name, tok, cfg, source.quant);
   }
+  const gguf = ggufFile(source);
+  if (gguf) return loadGguf(gpu, gguf, source.quant, progress);
   const open = opener(source);
   progress({ phase: 'config' });
   const config = await bytesOf(await open('config.json'));
@@ -133,26 +158,45 @@ export async function loadModel(gpu, source, progress) {
   const files = [];
   for (const name of shards) files.push([name, await open(name)]);
   const total = files.reduce((sum, [, f]) => sum + (f.length ?? 0), 0) || loader.weightBytes();
-  const start = performance.now();
-  let loaded = 0;
-  let lastReport = 0;
+  const report = progressMeter(total, progress);
   for (const [name, file] of files) {
     loader.beginFile(name, file.length ?? undefined);
-    await streamInto(loader, file, (n) => {
-      loaded += n;
-      const now = performance.now();
-      if (now - lastReport > 100 || loaded === total) {
-        lastReport = now;
-        const mbPerS = loaded / 1e6 / Math.max((now - start) / 1e3, 1e-3);
-        progress({ phase: 'weights', file: name, loaded, total, mbPerS, secondsLeft: (total - loaded) / 1e6 / mbPerS, cached: file.cached });
-      }
-    });
+    await streamInto(loader, file, (n) => report(name, n, file.cached));
     loader.endFile();
   }
   progress({ phase: 'tokenizer' });
   const tok = await bytesOf(await open('tokenizer.json'));
   const tokConfig = await open('tokenizer_config.json', { optional: true });
   return loader.finish(tok, tokConfig ? await bytesOf(tokConfig) : undefined);
+}
+
+/** A counter of streamed bytes that reports weight progress at most every 100 ms. */
+function progressMeter(total, progress) {
+  const start = performance.now();
+  let loaded = 0;
+  let lastReport = 0;
+  return (file, bytes, cached) => {
+    loaded += bytes;
+    const now = performance.now();
+    if (now - lastReport > 100 || loaded === total) {
+      lastReport = now;
+      const mbPerS = loaded / 1e6 / Math.max((now - start) / 1e3, 1e-3);
+      progress({ phase: 'weights', file, loaded, total, mbPerS, secondsLeft: (total - loaded) / 1e6 / mbPerS, cached });
+    }
+  };
+}
+
+/** Streams one GGUF file (weights, tokenizer and chat template in one) into the GPU. */
+async function loadGguf(gpu, gguf, quant, progress) {
+  const file = gguf.file
+    ? { body: gguf.file.stream(), length: gguf.file.size, cached: false, url: null }
+    : await fetchFile(gguf.url);
+  const name = gguf.file?.name ?? decodeURIComponent(new URL(gguf.url).pathname.split('/').pop());
+  const loader = new WebGgufLoader(gpu, name, file.length ?? undefined, quant);
+  const report = progressMeter(file.length ?? 0, progress);
+  await streamInto(loader, file, (n) => report(name, n, file.cached));
+  progress({ phase: 'tokenizer' });
+  return loader.finish();
 }
 
 /** Cached model files: [{url, bytes}], and the total. */

@@ -8,6 +8,9 @@ pub enum Error {
     #[error("config.json: {0}")]
     Config(String),
 
+    #[error("GGUF metadata: {0}")]
+    GgufMetadata(String),
+
     #[error("model file {file}: {problem}")]
     ModelFile { file: String, problem: String },
 
@@ -67,7 +70,7 @@ impl Error {
     /// a reload after `device_lost`) without reading messages.
     pub fn code(&self) -> &'static str {
         match self {
-            Error::Config(_) => "config",
+            Error::Config(_) | Error::GgufMetadata(_) => "config",
             Error::ModelFile { .. } | Error::TensorShape { .. } | Error::TensorDtype { .. } => "model_file",
             Error::MissingTensors(_) | Error::ExtraTensors(_) => "model_file",
             Error::Tokenizer(_) | Error::Template(_) => "tokenizer",

@@ -48,6 +48,37 @@ impl LayerNames {
     }
 }
 
+/// The HF name of a GGUF tensor name (`blk.3.attn_q.weight` -> `model.layers.3.self_attn.q_proj.weight`),
+/// or `None` for a name a Qwen2 model does not use.
+pub fn from_gguf_name(name: &str) -> Option<String> {
+    let top = match name {
+        "token_embd.weight" => Some(EMBED_TOKENS),
+        "output_norm.weight" => Some(NORM),
+        "output.weight" => Some(LM_HEAD),
+        _ => None,
+    };
+    if let Some(hf) = top {
+        return Some(hf.into());
+    }
+    let rest = name.strip_prefix("blk.")?;
+    let (layer, part) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let (module, suffix) = part.rsplit_once('.')?;
+    let hf = match module {
+        "attn_norm" => "input_layernorm",
+        "attn_q" => "self_attn.q_proj",
+        "attn_k" => "self_attn.k_proj",
+        "attn_v" => "self_attn.v_proj",
+        "attn_output" => "self_attn.o_proj",
+        "ffn_norm" => "post_attention_layernorm",
+        "ffn_gate" => "mlp.gate_proj",
+        "ffn_up" => "mlp.up_proj",
+        "ffn_down" => "mlp.down_proj",
+        _ => return None,
+    };
+    matches!(suffix, "weight" | "bias").then(|| format!("model.layers.{layer}.{hf}.{suffix}"))
+}
+
 /// The tensors a Qwen2 checkpoint must hold, with `[out, in]` shapes. `lm_head.weight` is
 /// listed only when the head is not tied.
 pub fn expected_tensors(c: &Qwen2Config) -> Vec<(String, Vec<usize>)> {

@@ -2,8 +2,8 @@
 //! with our own WGSL kernels, built to measure and teach why "prefill + one constrained token"
 //! answers a judgment several times faster than generating JSON token by token.
 //!
-//! What it does: reads HF Qwen2 checkpoints (config.json, safetensors, tokenizer) tensor by
-//! tensor, straight to the GPU; runs the forward pass as a batch of variable-length sequences
+//! What it does: reads HF Qwen2 checkpoints (config.json, safetensors, tokenizer) or GGUF files
+//! tensor by tensor, straight to the GPU; runs the forward pass as a batch of variable-length sequences
 //! over a KV cache on the GPU; answers judgments with three strategies (token by token, a
 //! prefill and one token, batched) and times every phase; benchmarks the device and profiles
 //! every kernel; and keeps a plain CPU reference forward as the oracle for every GPU test.
@@ -16,7 +16,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`config`], [`hf_names`] | `config.json`, named presets, the HF tensor names |
-//! | [`weights`], [`quant`] | the safetensors stream parser and checks; Q8_0/Q4_0 blocks (no GPU) |
+//! | [`weights`], [`gguf`], [`quant`] | safetensors and GGUF stream parsers and checks; Q8_0/Q4_0 blocks (no GPU) |
 //! | [`tokenizer`], [`choice`] | tokenizer and chat template; choices as token sequences, constrained picks |
 //! | [`gpu`] | device and limits, kernels, buffers, weights on the GPU, dispatch and timing |
 //! | [`ops`] | one type per WGSL kernel, and synthetic weights generated on the GPU |
@@ -32,6 +32,7 @@ pub mod clock;
 pub mod config;
 pub mod cost;
 pub mod error;
+pub mod gguf;
 pub mod gpu;
 pub mod hf_names;
 pub mod judge;

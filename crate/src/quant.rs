@@ -15,7 +15,8 @@
 //! split the same way as 16-bit matrices.
 
 use crate::error::{Error, Result};
-use crate::weights::Dtype;
+use crate::gguf::BlockType;
+use crate::weights::{Dtype, TensorType};
 
 /// How a weight matrix is stored on the GPU: in its file's float type, or quantized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,6 +69,50 @@ impl WeightFormat {
         }
     }
 
+    /// How a matrix a file stores as `ty` is kept on the GPU: floats as stored, or quantized to
+    /// `quant`; GGUF blocks as Q8_0 or Q4_0, the formats the kernels read (Q8_0 and Q4_0 blocks
+    /// as they are, Q5_0 exactly as Q8_0, K-quants requantized to Q8_0).
+    pub fn for_stored(ty: TensorType, quant: Option<Quant>) -> Self {
+        match (ty, quant) {
+            (TensorType::Float(d), None) => WeightFormat::Float(d),
+            (TensorType::Float(_), Some(q)) => WeightFormat::Quant(q),
+            (TensorType::Blocks(BlockType::Q4_0), _) => WeightFormat::Quant(Quant::Q4_0),
+            (TensorType::Blocks(_), _) => WeightFormat::Quant(Quant::Q8_0),
+        }
+    }
+
+    /// Appends whole rows of `cols` values, stored in a file as `ty`, in this format.
+    pub fn convert_rows(self, ty: TensorType, bytes: &[u8], cols: usize, out: &mut Vec<u8>) {
+        let row_bytes = ty.bytes_of(cols).expect("rows of whole blocks");
+        match (ty, self) {
+            (TensorType::Float(d), WeightFormat::Float(f)) if d == f => out.extend_from_slice(bytes),
+            (TensorType::Blocks(b), WeightFormat::Quant(q)) if b.converts_exactly_to(q) => {
+                for row in bytes.chunks_exact(row_bytes) {
+                    q.row_from_gguf(b, row, cols, out);
+                }
+            }
+            _ => {
+                let mut values = Vec::with_capacity(bytes.len() / row_bytes * cols);
+                ty.to_f32(bytes, &mut values);
+                out.extend(self.encode(&values, cols));
+            }
+        }
+    }
+
+    /// Rows of `cols` values back from this format, as the kernels compute them.
+    pub fn decode(self, bytes: &[u8], cols: usize) -> Vec<f32> {
+        match self {
+            WeightFormat::Float(d) => {
+                let mut out = Vec::with_capacity(bytes.len() / d.size());
+                d.to_f32(bytes, &mut out);
+                out
+            }
+            WeightFormat::Quant(q) => {
+                bytes.chunks_exact(q.row_bytes(cols)).flat_map(|r| q.dequantize_row(r, cols)).collect()
+            }
+        }
+    }
+
     /// `values` (rows of `cols`) stored and read back: what a kernel sees.
     pub fn round(self, values: &[f32], cols: usize) -> Vec<f32> {
         match self {
@@ -105,6 +150,14 @@ impl Quant {
         match self {
             Quant::Q8_0 => "q8_0",
             Quant::Q4_0 => "q4_0",
+        }
+    }
+
+    /// The GGUF block type laid out by the same rules.
+    pub fn block_type(self) -> BlockType {
+        match self {
+            Quant::Q8_0 => BlockType::Q8_0,
+            Quant::Q4_0 => BlockType::Q4_0,
         }
     }
 
@@ -172,29 +225,26 @@ impl Quant {
             .collect()
     }
 
-    /// Bytes of one block in llama.cpp's (GGUF's) layout: the f16 scale, then the quants
-    /// (Q4_0: byte j holds value j in its low nibble and value j + 16 in its high one).
-    pub fn gguf_block_bytes(self) -> usize {
-        2 + self.quant_bytes(BLOCK)
-    }
-
-    /// Appends one row of `cols` values given in GGUF blocks, in the GPU layout: the same
-    /// scales and quants, rearranged.
-    pub fn row_from_gguf(self, blocks: &[u8], cols: usize, out: &mut Vec<u8>) {
+    /// Appends one row of `cols` values given in GGUF blocks of type `from` (Q8_0 and Q4_0 to
+    /// themselves, Q5_0 to Q8_0), in the GPU layout: the same scales and quants, rearranged.
+    pub fn row_from_gguf(self, from: BlockType, blocks: &[u8], cols: usize, out: &mut Vec<u8>) {
+        debug_assert!(from.converts_exactly_to(self));
         let start = out.len();
-        let blocks = &blocks[..cols / BLOCK * self.gguf_block_bytes()];
-        for block in blocks.chunks_exact(self.gguf_block_bytes()) {
-            let qs = &block[2..];
-            match self {
-                Quant::Q8_0 => out.extend_from_slice(qs),
-                Quant::Q4_0 => out.extend((0..BLOCK / 2).map(|j| {
+        let blocks = &blocks[..cols / BLOCK * from.bytes()];
+        for block in blocks.chunks_exact(from.bytes()) {
+            match from {
+                BlockType::Q8_0 => out.extend_from_slice(&block[2..]),
+                // GGUF: byte j holds value j in its low nibble and value j + 16 in its high one.
+                BlockType::Q4_0 => out.extend((0..BLOCK / 2).map(|j| {
                     let (even, odd) = ((2 * j) % 16, (2 * j + 1) % 16);
-                    let nibble = |i: usize, v: usize| (qs[i] >> (4 * (v / 16))) & 15;
+                    let nibble = |i: usize, v: usize| (block[2 + i] >> (4 * (v / 16))) & 15;
                     nibble(even, 2 * j) | (nibble(odd, 2 * j + 1) << 4)
                 })),
+                // Q5_0's 5-bit q - 16 fits a Q8_0 quant under the same scale.
+                _ => out.extend(crate::gguf::q5_0_quants(block).map(|q| q as u8)),
             }
         }
-        for block in blocks.chunks_exact(self.gguf_block_bytes()) {
+        for block in blocks.chunks_exact(from.bytes()) {
             out.extend_from_slice(&block[..2]);
         }
         out.resize(start + self.row_bytes(cols), 0);

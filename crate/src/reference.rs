@@ -10,8 +10,8 @@ use crate::choice::argmax;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
 use crate::hf_names::{EMBED_TOKENS, LM_HEAD, LayerNames, LinearNames, NORM};
-use crate::quant::Quant;
-use crate::weights::{TensorInfo, TensorSink};
+use crate::quant::{Quant, WeightFormat};
+use crate::weights::{TensorInfo, TensorSink, TensorType};
 
 /// One decoder layer's weights, HF names.
 pub struct CpuLayer {
@@ -129,6 +129,14 @@ impl CpuModel {
         let config = Qwen2Config::load(dir)?;
         let tensors = crate::weights::read_model_dir(dir, &config, F32Tensors::default())?;
         Self::from_tensors(config, tensors.0)
+    }
+
+    /// Reads a GGUF file into f32, each matrix as the GPU keeps it.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_gguf(path: &std::path::Path) -> Result<Self> {
+        let make = |_: &crate::gguf::GgufHeader, _: &Qwen2Config| Ok(F32Tensors::default());
+        let (header, tensors) = crate::gguf::read_file(path, Some(make))?;
+        Self::from_tensors(header.config()?, tensors.expect("a sink was given").0)
     }
 
     /// Runs `ids` after what `cache` already holds, appending their keys and values.
@@ -296,8 +304,10 @@ fn l2(x: &[f32]) -> f32 {
     x.iter().map(|v| v * v).sum::<f32>().sqrt()
 }
 
-/// A [`TensorSink`] that widens every tensor to f32, keyed by HF name. A tensor's raw bytes
-/// are gathered until it is complete (stream chunks may split a value), then widened.
+/// A [`TensorSink`] that widens every tensor to f32, keyed by HF name: floats as stored, and a
+/// matrix of GGUF blocks as the GPU keeps it ([`WeightFormat::for_stored`]: the same blocks,
+/// or their Q8_0 requantization), so the CPU computes with exactly the GPU's weights. A
+/// tensor's bytes are gathered until it is complete (chunks may split a value), then widened.
 #[derive(Default)]
 pub struct F32Tensors(pub HashMap<String, Vec<f32>>, Vec<u8>);
 
@@ -312,10 +322,21 @@ impl TensorSink for F32Tensors {
         }
         self.1.extend_from_slice(bytes);
         if offset + bytes.len() as u64 == t.byte_len() {
-            let mut values = Vec::with_capacity(t.numel());
-            t.dtype.to_f32(&self.1, &mut values);
+            let bytes = std::mem::take(&mut self.1);
+            let values = match (t.ty, &t.shape[..]) {
+                (TensorType::Blocks(_), &[_, cols]) => {
+                    let format = WeightFormat::for_stored(t.ty, None);
+                    let mut stored = Vec::new();
+                    format.convert_rows(t.ty, &bytes, cols, &mut stored);
+                    format.decode(&stored, cols)
+                }
+                _ => {
+                    let mut values = Vec::with_capacity(t.numel());
+                    t.ty.to_f32(&bytes, &mut values);
+                    values
+                }
+            };
             self.0.insert(t.name.clone(), values);
-            self.1 = Vec::new();
         }
         Ok(())
     }

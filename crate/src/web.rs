@@ -10,6 +10,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::bench::{self, BenchOptions};
 use crate::config::Qwen2Config;
+use crate::gguf::GgufStream;
 use crate::gpu::{Gpu, GpuLoader, GpuOptions, GpuWeights, KernelFamily};
 use crate::judge::{DEFAULT_PREFIX, Engine, JudgeOptions, JudgeRequest, PrefixSharing, Strategy};
 use crate::quant::Quant;
@@ -153,6 +154,62 @@ impl WebLoader {
     }
 }
 
+/// Streams a GGUF file to the GPU as it downloads: `push` each chunk, then `finish`. The
+/// header (a few MB: shapes, tokenizer, chat template) is gathered first; after it, nothing is
+/// kept in wasm memory but the current chunk.
+#[wasm_bindgen]
+pub struct WebGgufLoader {
+    gpu: Rc<Gpu>,
+    quant: Option<Quant>,
+    stream: GgufStream,
+    /// Both made from the header, before any weight arrives (a bad tokenizer fails early).
+    sink: Option<CheckedSink<GpuLoader>>,
+    tokenizer: Option<Tokenizer>,
+}
+
+#[wasm_bindgen]
+impl WebGgufLoader {
+    /// `name`: the file's name (for messages); `length`: its size when known; `quant`: must
+    /// match the file's own type, or be empty.
+    #[wasm_bindgen(constructor)]
+    pub fn new(gpu: &WebGpu, name: &str, length: Option<f64>, quant: Option<String>) -> Result<WebGgufLoader, JsValue> {
+        Ok(Self {
+            gpu: gpu.0.clone(),
+            quant: parse_quant(quant)?,
+            stream: GgufStream::new(name, length.map(|l| l as u64)),
+            sink: None,
+            tokenizer: None,
+        })
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
+        match &mut self.sink {
+            Some(sink) => self.stream.push(chunk, sink).map_err(js),
+            None => {
+                if !self.stream.push_header(chunk).map_err(js)? {
+                    return Ok(());
+                }
+                let header = self.stream.header().expect("parsed");
+                header.check_quant(self.quant).map_err(js)?;
+                let config = header.config().map_err(js)?;
+                self.tokenizer = Some(crate::gguf::tokenizer(header).map_err(js)?);
+                let loader = GpuLoader::new(self.gpu.clone(), &config, None).labelled(header.quant_label());
+                let sink = self.sink.insert(CheckedSink::new(&config, loader));
+                self.stream.push(&[], sink).map_err(js)
+            }
+        }
+    }
+
+    /// The engine, once the whole file has been pushed.
+    pub fn finish(&mut self) -> Result<WebEngine, JsValue> {
+        self.stream.finish().map_err(js)?;
+        let sink = self.sink.take().ok_or_else(|| usage("finish called twice"))?;
+        let weights = sink.finish().map_err(js)?.finish().map_err(js)?;
+        let tokenizer = self.tokenizer.take().expect("made with the sink");
+        WebEngine::build(self.gpu.clone(), weights, tokenizer)
+    }
+}
+
 /// A model with its tokenizer. Methods return promises of JSON strings. One call at a time:
 /// the engine is taken out for the duration, so an overlapping call is told it is busy; but
 /// [`WebEngine::cancel`] works during a call (it needs only the cancel flag).
@@ -218,7 +275,7 @@ impl WebEngine {
                 "kv_heads": c.num_key_value_heads,
                 "vocab_size": c.vocab_size,
                 "parameters": c.parameter_count(),
-                "quant": weights.format().name(),
+                "quant": weights.label(),
                 "decode_bytes": weights.decode_bytes(),
                 "synthetic": weights.synthetic(),
             })))

@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
+use crate::gguf::BlockType;
 use crate::hf_names::{LM_HEAD, expected_tensors};
 
 /// Element type of a stored tensor. GPU code keeps 16-bit types packed; the CPU widens to f32.
@@ -66,11 +67,52 @@ impl Dtype {
     }
 }
 
-/// One tensor of a header. `start..end` are byte offsets into the data section.
+/// How a file stores a tensor's values: plain floats, or GGUF blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TensorType {
+    Float(Dtype),
+    Blocks(BlockType),
+}
+
+impl TensorType {
+    /// The file format's name of the type (`BF16`, `Q4_K`, ...).
+    pub fn name(self) -> String {
+        match self {
+            TensorType::Float(d) => format!("{d:?}"),
+            TensorType::Blocks(b) => b.name().into(),
+        }
+    }
+
+    /// The smallest whole unit: (values, bytes); one value of a float type, one block.
+    pub fn unit(self) -> (usize, usize) {
+        match self {
+            TensorType::Float(d) => (1, d.size()),
+            TensorType::Blocks(b) => (b.values(), b.bytes()),
+        }
+    }
+
+    /// Bytes of `values` values; `None` unless they fill whole units.
+    pub fn bytes_of(self, values: usize) -> Option<usize> {
+        let (n, bytes) = self.unit();
+        values.is_multiple_of(n).then(|| values / n * bytes)
+    }
+
+    /// Widens whole units of stored bytes to f32 (dequantizing blocks).
+    pub fn to_f32(self, bytes: &[u8], out: &mut Vec<f32>) {
+        match self {
+            TensorType::Float(d) => d.to_f32(bytes, out),
+            TensorType::Blocks(b) => b.dequantize(bytes, out),
+        }
+    }
+}
+
+/// One tensor of a header, under its HF name. `start..end` are byte offsets into the bytes
+/// after the header.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorInfo {
     pub name: String,
-    pub dtype: Dtype,
+    pub ty: TensorType,
+    /// HF order: `[rows, cols]` for a matrix.
     pub shape: Vec<usize>,
     pub start: u64,
     pub end: u64,
@@ -104,55 +146,61 @@ struct RawTensor {
     data_offsets: [u64; 2],
 }
 
-/// Push parser of one safetensors file. See the module docs.
-pub struct SafetensorsStream {
+/// The tensors' bytes of one file, after its header: handed to a sink piece by piece as they
+/// pass, whatever the chunking. Shared by the safetensors and GGUF parsers.
+pub(crate) struct DataSection {
     file: String,
-    /// Total length when known (a file, or a download with Content-Length).
-    file_len: Option<u64>,
-    /// Header bytes gathered so far, until the header is parsed.
-    head: Vec<u8>,
-    /// Tensors sorted by start offset, once the header is parsed.
+    /// Sorted by start offset, non-overlapping.
     tensors: Vec<TensorInfo>,
-    data_start: u64,
-    data_len: u64,
-    /// Bytes of the file consumed so far.
-    pos: u64,
-    /// Index of the first tensor not yet fully delivered.
+    /// Where the last tensor ends; the file may run on for `slack` bytes of padding.
+    len: u64,
+    slack: u64,
+    /// Bytes consumed so far; index of the first tensor not yet fully delivered.
+    read: u64,
     next: usize,
+    announced: bool,
 }
 
-impl SafetensorsStream {
-    pub fn new(file: impl Into<String>, file_len: Option<u64>) -> Self {
-        Self {
-            file: file.into(),
-            file_len,
-            head: Vec::new(),
-            tensors: Vec::new(),
-            data_start: 0,
-            data_len: 0,
-            pos: 0,
-            next: 0,
-        }
-    }
-
-    fn err(&self, problem: impl Into<String>) -> Error {
-        Error::model_file(&self.file, problem)
-    }
-
-    /// Feeds the next bytes of the file.
-    pub fn push(&mut self, mut chunk: &[u8], sink: &mut dyn TensorSink) -> Result<()> {
-        if self.data_start == 0 {
-            chunk = self.read_header(chunk, sink)?;
-            if self.data_start == 0 {
-                return Ok(());
+impl DataSection {
+    /// Checks that the tensors do not overlap and, when the bytes after the header are known
+    /// (`available`), that they hold every tensor.
+    pub(crate) fn new(file: &str, mut tensors: Vec<TensorInfo>, available: Option<u64>, slack: u64) -> Result<Self> {
+        let err = |problem: String| Error::model_file(file, problem);
+        tensors.sort_by_key(|t| (t.start, t.end));
+        for pair in tensors.windows(2) {
+            if pair[1].start < pair[0].end {
+                return Err(err(format!(
+                    "tensors {} and {} overlap ({}..{} and {}..{})",
+                    pair[0].name, pair[1].name, pair[0].start, pair[0].end, pair[1].start, pair[1].end
+                )));
             }
         }
-        let chunk_start = self.pos - self.data_start; // data offset of chunk[0]
+        let len = tensors.last().map_or(0, |t| t.end);
+        if let Some(data) = available
+            && data < len
+        {
+            let t = tensors.iter().find(|t| t.end > data).expect("some tensor runs past");
+            return Err(err(format!(
+                "truncated: tensor {} ends at data byte {}, but the file has only {data} data bytes",
+                t.name, t.end
+            )));
+        }
+        Ok(Self { file: file.into(), tensors, len, slack, read: 0, next: 0, announced: false })
+    }
+
+    /// Feeds the next data bytes; the sink hears the header first.
+    pub(crate) fn push(&mut self, chunk: &[u8], sink: &mut dyn TensorSink) -> Result<()> {
+        if !self.announced {
+            sink.header(&self.file, &self.tensors)?;
+            self.announced = true;
+        }
+        let chunk_start = self.read;
         let chunk_end = chunk_start + chunk.len() as u64;
-        if chunk_end > self.data_len {
-            return Err(
-                self.err(format!("file is longer than its header says ({} data bytes expected)", self.data_len))
-            );
+        if chunk_end > self.len + self.slack {
+            return Err(Error::model_file(
+                &self.file,
+                format!("file is longer than its header says ({} data bytes expected)", self.len),
+            ));
         }
         while let Some(t) = self.tensors.get(self.next) {
             let (lo, hi) = (t.start.max(chunk_start), t.end.min(chunk_end));
@@ -166,12 +214,59 @@ impl SafetensorsStream {
                 break;
             }
         }
-        self.pos += chunk.len() as u64;
+        self.read = chunk_end;
         Ok(())
     }
 
+    /// Checks that every tensor arrived.
+    pub(crate) fn finish(&self) -> Result<()> {
+        if self.read < self.len {
+            let t = &self.tensors[self.next];
+            return Err(Error::model_file(
+                &self.file,
+                format!(
+                    "truncated: tensor {} ends at data byte {}, but the file has only {} data bytes",
+                    t.name, t.end, self.read
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Push parser of one safetensors file. See the module docs.
+pub struct SafetensorsStream {
+    file: String,
+    /// Total length when known (a file, or a download with Content-Length).
+    file_len: Option<u64>,
+    /// Header bytes gathered so far, until the header is parsed.
+    head: Vec<u8>,
+    /// The tensors, once the header is parsed.
+    data: Option<DataSection>,
+}
+
+impl SafetensorsStream {
+    pub fn new(file: impl Into<String>, file_len: Option<u64>) -> Self {
+        Self { file: file.into(), file_len, head: Vec::new(), data: None }
+    }
+
+    fn err(&self, problem: impl Into<String>) -> Error {
+        Error::model_file(&self.file, problem)
+    }
+
+    /// Feeds the next bytes of the file.
+    pub fn push(&mut self, mut chunk: &[u8], sink: &mut dyn TensorSink) -> Result<()> {
+        if self.data.is_none() {
+            chunk = self.read_header(chunk)?;
+        }
+        match &mut self.data {
+            Some(data) => data.push(chunk, sink),
+            None => Ok(()),
+        }
+    }
+
     /// Gathers and parses the header; returns what is left of `chunk` after it.
-    fn read_header<'a>(&mut self, chunk: &'a [u8], sink: &mut dyn TensorSink) -> Result<&'a [u8]> {
+    fn read_header<'a>(&mut self, chunk: &'a [u8]) -> Result<&'a [u8]> {
         let want = if self.head.len() < 8 {
             8 - self.head.len()
         } else {
@@ -179,17 +274,17 @@ impl SafetensorsStream {
         };
         let take = want.min(chunk.len());
         self.head.extend_from_slice(&chunk[..take]);
-        self.pos += take as u64;
         let rest = &chunk[take..];
         if take < want {
             return Ok(rest);
         }
         if self.head.len() == 8 {
             self.header_len()?; // validates the length before gathering the JSON
-            return self.read_header(rest, sink);
+            return self.read_header(rest);
         }
-        self.parse_header()?;
-        sink.header(&self.file, &self.tensors)?;
+        let tensors = self.parse_header()?;
+        let available = self.file_len.map(|len| len - self.head.len() as u64);
+        self.data = Some(DataSection::new(&self.file, tensors, available, 0)?);
         Ok(rest)
     }
 
@@ -205,7 +300,7 @@ impl SafetensorsStream {
         Ok(n)
     }
 
-    fn parse_header(&mut self) -> Result<()> {
+    fn parse_header(&self) -> Result<Vec<TensorInfo>> {
         let json = &self.head[8..];
         let raw: BTreeMap<String, serde_json::Value> =
             serde_json::from_slice(json).map_err(|e| self.err(format!("header is not valid JSON: {e}")))?;
@@ -223,47 +318,17 @@ impl SafetensorsStream {
                 return Err(self
                     .err(format!("tensor {name}: offsets {start}..{end} do not hold {numel} values of {:?}", dtype)));
             }
-            tensors.push(TensorInfo { name, dtype, shape: t.shape, start, end });
+            tensors.push(TensorInfo { name, ty: TensorType::Float(dtype), shape: t.shape, start, end });
         }
-        tensors.sort_by_key(|t| (t.start, t.end));
-        for pair in tensors.windows(2) {
-            if pair[1].start < pair[0].end {
-                return Err(self.err(format!(
-                    "tensors {} and {} overlap ({}..{} and {}..{})",
-                    pair[0].name, pair[1].name, pair[0].start, pair[0].end, pair[1].start, pair[1].end
-                )));
-            }
-        }
-        self.data_start = self.head.len() as u64;
-        self.data_len = tensors.last().map_or(0, |t| t.end);
-        if let Some(len) = self.file_len {
-            let data = len - self.data_start;
-            if data < self.data_len {
-                let t = tensors.iter().find(|t| t.end > data).expect("some tensor runs past");
-                return Err(self.err(format!(
-                    "truncated: tensor {} ends at data byte {}, but the file has only {data} data bytes",
-                    t.name, t.end
-                )));
-            }
-        }
-        self.tensors = tensors;
-        Ok(())
+        Ok(tensors)
     }
 
     /// Checks that the whole file arrived.
     pub fn finish(&self) -> Result<()> {
-        if self.data_start == 0 {
-            return Err(self.err(format!("truncated: the header is incomplete ({} bytes read)", self.pos)));
+        match &self.data {
+            Some(data) => data.finish(),
+            None => Err(self.err(format!("truncated: the header is incomplete ({} bytes read)", self.head.len()))),
         }
-        let read = self.pos - self.data_start;
-        if read < self.data_len {
-            let t = &self.tensors[self.next];
-            return Err(self.err(format!(
-                "truncated: tensor {} ends at data byte {}, but the file has only {read} data bytes",
-                t.name, t.end
-            )));
-        }
-        Ok(())
     }
 }
 

@@ -231,3 +231,35 @@ fn quant_quantizes_on_load_on_the_gpu_and_in_the_cpu_reference() {
     assert_eq!(plain["model"]["decode_bytes"], 2 * (448 * 128 + 64 * 256) + 512 * 128);
     assert_eq!(q4["model"]["decode_bytes"], 2 * (448 * 48 + 64 * 80) + 512 * 48);
 }
+
+#[test]
+fn a_gguf_file_is_a_whole_model_for_logits_judge_and_bench() {
+    let gguf = fixture("tiny-qwen2/model.gguf").display().to_string();
+    let logits = ["logits", "--model", &gguf, "--ids", "1,5,9,200", "--top-k", "5"];
+    let top = |extra: &[&str]| {
+        let (ok, out, err) = onetoken(&[&logits[..], extra].concat());
+        assert!(ok, "{err}");
+        lines(&out)[0]["top"].clone()
+    };
+    let (gpu, cpu) = (top(&[]), top(&["--cpu"]));
+    for (g, c) in gpu.as_array().unwrap().iter().zip(cpu.as_array().unwrap()) {
+        assert_eq!(g[0], c[0], "GPU and CPU reference pick the same ids");
+        assert!((g[1].as_f64().unwrap() - c[1].as_f64().unwrap()).abs() < 1e-3);
+    }
+    let request = scratch("gguf-request.json", r#"{"user": "Which color is the sky?", "choices": ["blue", "red"]}"#);
+    let (ok, out, err) = onetoken(&["judge", "--model", &gguf, "--request", &request, "--strategy", "b"]);
+    assert!(ok, "{err}");
+    assert!(lines(&out)[0]["choice_index"].is_u64(), "{out}");
+    let bench = ["bench", "--model", &gguf, "--json", "--lengths", "8", "--batch-sizes", "1", "--repeats", "1"];
+    let (ok, out, err) = onetoken(&bench);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["model"]["quant"], "gguf:q8_0");
+    // The real bytes of the file's mix as the GPU keeps it (rows of 64 values unless said):
+    // Q8_0 rows are 64 + 16 bytes, Q4_0 32 + 16, F16 128, F32 256; Q5_0 is kept as Q8_0.
+    let layer_0 = 64 * 80 + 32 * 48 + 32 * 80 + 64 * 128 + 128 * 80 + 128 * 48 + 64 * (256 / 2 * 2); // down: BF16 rows of 128
+    let layer_1 = 64 * 48 + 32 * 80 + 32 * 256 + 64 * 80 + 128 * 80 + 128 * 128 + 64 * (64 + 16); // down: Q4_0 rows of 128
+    assert_eq!(report["model"]["decode_bytes"], layer_0 + layer_1 + 512 * 80);
+    let (ok, _, err) = onetoken(&[&logits[..], &["--quant", "q4_0"]].concat());
+    assert!(!ok && err.contains("--quant q4_0 does not match this GGUF file (q8_0)"), "{err}");
+}

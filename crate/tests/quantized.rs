@@ -10,7 +10,7 @@ use std::rc::Rc;
 use common::*;
 use onetoken::gpu::{Gpu, GpuLoader, GpuOptions, KernelFamily, load_dir};
 use onetoken::model::{Head, Model, ModelOptions, Positions, Readout, Sequence};
-use onetoken::quant::{Quant, WeightFormat};
+use onetoken::quant::Quant;
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 use onetoken::weights::{CheckedSink, SafetensorsStream};
 
@@ -36,7 +36,7 @@ fn quantized_tiny_model_matches_the_quantized_cpu_reference() {
         for family in [KernelFamily::Tiled, KernelFamily::Direct] {
             let gpu = gpu(family);
             let weights = load_dir(&gpu, &fixture("tiny-qwen2"), Some(quant)).unwrap();
-            assert_eq!(weights.format(), WeightFormat::Quant(quant));
+            assert_eq!(weights.label(), quant.name());
             let options = ModelOptions { max_rows: input.len(), ..ModelOptions::single(input.len() + 1) };
             let mut model = Model::new(gpu, weights, options).unwrap();
             let out = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();

@@ -1,5 +1,6 @@
 //! Token ids and chat rendering against the Python `tokenizers` package and HF transformers'
-//! `apply_chat_template` (fixtures/tokenizer_cases.json, made by scripts/make-tokenizer-fixture.py).
+//! `apply_chat_template` (fixtures/tokenizer_cases.json, made by scripts/make-tokenizer-fixture.py),
+//! for each tokenizer.json and for the same tokenizer read from GGUF metadata.
 
 mod common;
 
@@ -10,6 +11,18 @@ fn cases() -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(fixture("tokenizer_cases.json")).unwrap()).unwrap()
 }
 
+/// A fixture's tokenizers: from its tokenizer.json, and from GGUF metadata written by
+/// llama.cpp's gguf-py (qwen2.5-0.5b: a real Qwen2.5 GGUF's metadata; tiny-qwen2: the tiny
+/// model's GGUF).
+fn tokenizers(name: &str) -> Vec<(String, Tokenizer)> {
+    let gguf = if name == "tiny-qwen2" { "model.gguf" } else { "tokenizer.gguf" };
+    let header = onetoken::gguf::read_header(&fixture(name).join(gguf)).unwrap();
+    vec![
+        (format!("{name} tokenizer.json"), Tokenizer::load(&fixture(name)).unwrap()),
+        (format!("{name} {gguf}"), onetoken::gguf::tokenizer(&header).unwrap()),
+    ]
+}
+
 fn messages(v: &serde_json::Value) -> Vec<Message> {
     serde_json::from_value(v.clone()).unwrap()
 }
@@ -17,12 +30,13 @@ fn messages(v: &serde_json::Value) -> Vec<Message> {
 #[test]
 fn ids_equal_the_python_tokenizers_package() {
     let cases = cases();
-    for name in ["qwen2.5-0.5b", "tiny-qwen2"] {
-        let tok = Tokenizer::load(&fixture(name)).unwrap();
-        for case in cases["encode"][name].as_array().unwrap() {
-            let text = case["text"].as_str().unwrap();
-            assert_eq!(tok.encode(text).unwrap(), ids(&case["ids"]), "{name}: {text:?}");
-            assert_eq!(tok.decode(&ids(&case["ids"])).unwrap(), nfc(text), "{name}: decode {text:?}");
+    for fixture_name in ["qwen2.5-0.5b", "tiny-qwen2"] {
+        for (name, tok) in tokenizers(fixture_name) {
+            for case in cases["encode"][fixture_name].as_array().unwrap() {
+                let text = case["text"].as_str().unwrap();
+                assert_eq!(tok.encode(text).unwrap(), ids(&case["ids"]), "{name}: {text:?}");
+                assert_eq!(tok.decode(&ids(&case["ids"])).unwrap(), nfc(text), "{name}: decode {text:?}");
+            }
         }
     }
 }
@@ -35,18 +49,19 @@ fn nfc(text: &str) -> String {
 #[test]
 fn chat_template_renders_byte_for_byte_as_hf() {
     let cases = cases();
-    for (name, key) in [("qwen2.5-0.5b", "chat"), ("tiny-qwen2", "chat_tiny")] {
-        let tok = Tokenizer::load(&fixture(name)).unwrap();
-        for case in cases[key].as_array().unwrap() {
-            let got = tok
-                .render_chat(
-                    &messages(&case["messages"]),
-                    case["add_generation_prompt"].as_bool().unwrap(),
-                    case["continue_final_message"].as_bool().unwrap(),
-                )
-                .unwrap();
-            assert_eq!(got, case["text"].as_str().unwrap(), "{name}: {}", case["name"]);
-            assert_eq!(tok.encode(&got).unwrap(), ids(&case["ids"]), "{name}: ids of {}", case["name"]);
+    for (fixture_name, key) in [("qwen2.5-0.5b", "chat"), ("tiny-qwen2", "chat_tiny")] {
+        for (name, tok) in tokenizers(fixture_name) {
+            for case in cases[key].as_array().unwrap() {
+                let got = tok
+                    .render_chat(
+                        &messages(&case["messages"]),
+                        case["add_generation_prompt"].as_bool().unwrap(),
+                        case["continue_final_message"].as_bool().unwrap(),
+                    )
+                    .unwrap();
+                assert_eq!(got, case["text"].as_str().unwrap(), "{name}: {}", case["name"]);
+                assert_eq!(tok.encode(&got).unwrap(), ids(&case["ids"]), "{name}: ids of {}", case["name"]);
+            }
         }
     }
 }

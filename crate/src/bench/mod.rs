@@ -80,8 +80,9 @@ pub struct ModelInfo {
     pub hidden_size: usize,
     pub layers: usize,
     pub parameters: usize,
-    /// How the weight matrices are stored: `bf16`, `f16`, `f32`, `q8_0` or `q4_0`.
-    pub quant: &'static str,
+    /// How the weight matrices are stored: `bf16`, `f16`, `f32`, `q8_0`, `q4_0`, or
+    /// `gguf:<file type>` (a GGUF file's mix, such as `gguf:q4_k_m`).
+    pub quant: String,
     /// Weight bytes one decode step reads (in that format).
     pub decode_bytes: u64,
     pub synthetic: bool,
@@ -217,7 +218,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
             hidden_size: config.hidden_size,
             layers: config.num_hidden_layers,
             parameters: config.parameter_count(),
-            quant: weights.format().name(),
+            quant: weights.label().to_string(),
             decode_bytes,
             synthetic: weights.synthetic(),
         },

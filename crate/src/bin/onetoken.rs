@@ -1,14 +1,14 @@
 //! The native command-line tool: the same engine as the page, for tests, benchmarks and scripts.
 //! Every command prints one JSON object per line on stdout; errors go to stderr with exit code 1.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use std::rc::Rc;
 
 use onetoken::bench::{BenchOptions, BenchReport};
-use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, load_dir};
+use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, load_dir, load_gguf};
 use onetoken::judge::{Engine, JudgeOptions, JudgeRequest, PrefixSharing, Strategy};
 use onetoken::quant::Quant;
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
@@ -121,7 +121,8 @@ impl DeviceArgs {
 #[derive(clap::Args)]
 #[group(required = true, multiple = false)]
 struct ModelSource {
-    /// Model folder: config.json, model.safetensors (or shards), tokenizer.json, tokenizer_config.json.
+    /// Model folder (config.json, model.safetensors or shards, tokenizer.json,
+    /// tokenizer_config.json), or a GGUF file (a whole model: weights, tokenizer, template).
     #[arg(long)]
     model: Option<PathBuf>,
     /// Synthetic weights with a real model's shapes, made on the GPU (meaningless answers):
@@ -136,42 +137,60 @@ struct ModelArgs {
     #[command(flatten)]
     source: ModelSource,
     /// Quantize the weight matrices on load: q8_0 or q4_0 (blocks of 32 values with one scale,
-    /// llama.cpp's Q8_0 and Q4_0). Default: as stored (synthetic weights: bf16).
+    /// llama.cpp's Q8_0 and Q4_0). Default: as stored (synthetic weights: bf16). A GGUF file's
+    /// weights are used as stored: there it must name the file's own type, or be left out.
     #[arg(long, value_name = "q8_0|q4_0")]
     quant: Option<Quant>,
 }
 
+/// Where `--model` points.
+enum ModelPath<'a> {
+    Folder(&'a Path),
+    Gguf(&'a Path),
+}
+
 impl ModelArgs {
-    fn config(&self) -> Result<Qwen2Config> {
-        match (&self.source.model, &self.source.synthetic) {
-            (Some(dir), _) => Qwen2Config::load(dir),
-            (None, Some(name)) => Qwen2Config::named(name),
-            (None, None) => unreachable!("clap requires one"),
-        }
+    fn path(&self) -> Option<ModelPath<'_>> {
+        let path = self.source.model.as_deref()?;
+        let gguf = path.is_file() || path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+        Some(if gguf { ModelPath::Gguf(path) } else { ModelPath::Folder(path) })
     }
 
     fn tokenizer(&self) -> Result<Tokenizer> {
-        match &self.source.model {
-            Some(dir) => Tokenizer::load(dir),
+        match self.path() {
+            Some(ModelPath::Folder(dir)) => Tokenizer::load(dir),
+            Some(ModelPath::Gguf(file)) => onetoken::gguf::tokenizer(&onetoken::gguf::read_header(file)?),
             None => Tokenizer::from_bytes(QWEN_TOKENIZER, Some(QWEN_TOKENIZER_CONFIG)),
         }
     }
 
-    fn gpu_weights(&self, gpu: &Rc<Gpu>) -> Result<GpuWeights> {
-        match &self.source.model {
-            Some(dir) => load_dir(gpu, dir, self.quant),
-            None => onetoken::ops::synthetic_weights(gpu, &self.config()?, self.quant),
+    /// The weights on the GPU, and the tokenizer.
+    fn load(&self, gpu: &Rc<Gpu>) -> Result<(GpuWeights, Tokenizer)> {
+        match (self.path(), &self.source.synthetic) {
+            (Some(ModelPath::Folder(dir)), _) => Ok((load_dir(gpu, dir, self.quant)?, Tokenizer::load(dir)?)),
+            (Some(ModelPath::Gguf(file)), _) => load_gguf(gpu, file, self.quant),
+            (None, Some(name)) => {
+                let weights = onetoken::ops::synthetic_weights(gpu, &Qwen2Config::named(name)?, self.quant)?;
+                Ok((weights, self.tokenizer()?))
+            }
+            (None, None) => unreachable!("clap requires one"),
         }
     }
 
-    /// The CPU reference of the same weights (quantized and read back with `--quant`).
+    /// The CPU reference of the same weights (quantized and read back with `--quant`; a GGUF
+    /// file's as the GPU keeps them).
     fn cpu_model(&self) -> Result<CpuModel> {
-        let model = match &self.source.model {
-            Some(dir) => CpuModel::load(dir)?,
-            None => {
-                let config = self.config()?;
+        let model = match (self.path(), &self.source.synthetic) {
+            (Some(ModelPath::Folder(dir)), _) => CpuModel::load(dir)?,
+            (Some(ModelPath::Gguf(file)), _) => {
+                onetoken::gguf::read_header(file)?.check_quant(self.quant)?;
+                return CpuModel::load_gguf(file);
+            }
+            (None, Some(name)) => {
+                let config = Qwen2Config::named(name)?;
                 CpuModel::from_tensors(config.clone(), onetoken::synthetic::cpu_tensors(&config))?
             }
+            (None, None) => unreachable!("clap requires one"),
         };
         Ok(match self.quant {
             Some(q) => model.quantized(q),
@@ -250,8 +269,8 @@ fn read_text(path: &std::path::Path) -> Result<String> {
 /// The engine on this device and model (it sizes itself to each request).
 fn engine(source: &ModelArgs, device: &DeviceArgs) -> Result<Engine> {
     let gpu = device.gpu()?;
-    let weights = source.gpu_weights(&gpu)?;
-    Engine::load(gpu, weights, source.tokenizer()?)
+    let (weights, tokenizer) = source.load(&gpu)?;
+    Engine::load(gpu, weights, tokenizer)
 }
 
 /// Prints one JSON line.

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Gpu, PackedMatrix};
 use crate::hf_names::{EMBED_TOKENS, LM_HEAD, LayerNames, LinearNames, NORM};
 use crate::quant::{Quant, WeightFormat};
-use crate::weights::{TensorInfo, TensorSink};
+use crate::weights::{TensorInfo, TensorSink, TensorType};
 
 /// A HF Linear: weight `[out, in]`, optional bias `[out]`.
 pub struct GpuLinear {
@@ -41,6 +41,8 @@ pub struct GpuWeights {
     lm_head: Option<PackedMatrix>,
     /// Generated, not trained: answers are meaningless.
     synthetic: bool,
+    /// How the weights are stored, as reports name it (`bf16`, `q4_0`, `gguf:q4_k_m`).
+    label: String,
 }
 
 impl GpuWeights {
@@ -68,9 +70,10 @@ impl GpuWeights {
         self.synthetic
     }
 
-    /// How the matrices are stored (all of them alike).
-    pub fn format(&self) -> WeightFormat {
-        self.embed_tokens.format()
+    /// How the weights are stored, as the bench JSON's `quant` names it: `bf16`, `f16`,
+    /// `q8_0`, `q4_0` (every matrix alike), or `gguf:<file type>` for a GGUF file's mix.
+    pub fn label(&self) -> &str {
+        &self.label
     }
 
     /// The LM head matrix (the embedding when tied).
@@ -139,25 +142,29 @@ impl GpuWeights {
         let embed_tokens = mat(EMBED_TOKENS)?;
         let lm_head = if config.tie_word_embeddings { None } else { Some(mat(LM_HEAD)?) };
         let norm = vec(NORM)?;
-        Ok(GpuWeights { config, embed_tokens, layers, norm, lm_head, synthetic })
+        let label = embed_tokens.format().name().to_string();
+        Ok(GpuWeights { config, embed_tokens, layers, norm, lm_head, synthetic, label })
     }
 }
 
-/// A [`TensorSink`] that uploads a safetensors stream to the GPU as it arrives: matrices are
-/// written piece by piece (never whole in memory), vectors widened to f32 when complete. With a
-/// [`Quant`], matrices are quantized on the way, a row at a time.
+/// A [`TensorSink`] that uploads a tensor stream (safetensors or GGUF) to the GPU as it
+/// arrives: matrices are written piece by piece (never whole in memory), converted a row at a
+/// time where the GPU keeps them in another format ([`WeightFormat::for_stored`]: quantized on
+/// load with a [`Quant`], GGUF K-quants as Q8_0); vectors are widened to f32 when complete.
 /// Wrap it in [`crate::weights::CheckedSink`] so names and shapes are checked first.
 pub struct GpuLoader {
     gpu: Rc<Gpu>,
     config: Qwen2Config,
     quant: Option<Quant>,
+    /// What the bench JSON calls the weights (`bf16`, `q8_0`, `gguf:q4_k_m`); by default the
+    /// format of the embedding.
+    label: Option<String>,
     tensors: HashMap<String, Tensor>,
-    /// The tensor being received: its matrix write position, the bytes of a partial 4-byte word
-    /// (wgpu writes whole words) or of a partial value (quantizing), and the values of a partial
-    /// row (quantizing); or a vector's bytes.
+    /// The tensor being received: its matrix write position, bytes not yet written (a partial
+    /// 4-byte word, as wgpu writes whole words, or a partial row when converting), or a
+    /// vector's bytes.
     written: u64,
     carry: Vec<u8>,
-    row_values: Vec<f32>,
     vector_bytes: Vec<u8>,
     /// Bytes written since the last flush of wgpu's staging memory.
     unflushed: u64,
@@ -167,26 +174,36 @@ pub struct GpuLoader {
 const FLUSH_BYTES: u64 = 64 << 20;
 
 impl GpuLoader {
-    /// Matrices keep their file's dtype, or are quantized to `quant`.
+    /// Matrices keep their file's float type, or are quantized to `quant`.
     pub fn new(gpu: Rc<Gpu>, config: &Qwen2Config, quant: Option<Quant>) -> Self {
         Self {
             gpu,
             config: config.clone(),
             quant,
+            label: None,
             tensors: HashMap::new(),
             written: 0,
             carry: Vec::new(),
-            row_values: Vec::new(),
             vector_bytes: Vec::new(),
             unflushed: 0,
         }
+    }
+
+    /// Names the weights' format for reports (a GGUF file's `gguf:<file type>`).
+    pub fn labelled(mut self, label: String) -> Self {
+        self.label = Some(label);
+        self
     }
 
     /// The weights, once every file has been streamed (and checked).
     pub fn finish(self) -> Result<GpuWeights> {
         self.gpu.queue.submit([]);
         self.gpu.check()?;
-        GpuWeights::from_tensors(self.config, self.tensors, false)
+        let weights = GpuWeights::from_tensors(self.config, self.tensors, false)?;
+        Ok(match self.label {
+            Some(label) => GpuWeights { label, ..weights },
+            None => weights,
+        })
     }
 
     fn write(&mut self, name: &str, bytes: &[u8]) {
@@ -215,18 +232,17 @@ impl GpuLoader {
         self.carry.extend_from_slice(&bytes[aligned..]);
     }
 
-    /// Widens the whole values of `bytes` and writes every complete row, quantized.
-    fn write_quantized(&mut self, t: &TensorInfo, quant: Quant, bytes: &[u8]) {
+    /// Converts and writes every complete row of the bytes so far, keeping a partial row.
+    fn write_converted(&mut self, t: &TensorInfo, format: WeightFormat, bytes: &[u8]) {
         self.carry.extend_from_slice(bytes);
-        let whole = self.carry.len() / t.dtype.size() * t.dtype.size();
-        t.dtype.to_f32(&self.carry[..whole], &mut self.row_values);
-        self.carry.drain(..whole);
         let cols = t.shape[1];
-        let rows = self.row_values.len() / cols * cols;
-        if rows > 0 {
-            let encoded = WeightFormat::Quant(quant).encode(&self.row_values[..rows], cols);
-            self.write(&t.name, &encoded);
-            self.row_values.drain(..rows);
+        let row = t.ty.bytes_of(cols).expect("headers hold whole blocks per row");
+        let whole = self.carry.len() / row * row;
+        if whole > 0 {
+            let mut converted = Vec::with_capacity(whole / row * format.row_bytes(cols));
+            format.convert_rows(t.ty, &self.carry[..whole], cols, &mut converted);
+            self.write(&t.name, &converted);
+            self.carry.drain(..whole);
         }
     }
 }
@@ -239,7 +255,7 @@ impl TensorSink for GpuLoader {
                 continue;
             }
             if let [rows, cols] = t.shape[..] {
-                let format = self.quant.map_or(WeightFormat::Float(t.dtype), WeightFormat::Quant);
+                let format = WeightFormat::for_stored(t.ty, self.quant);
                 let m = PackedMatrix::new(&self.gpu, &t.name, rows, cols, format)?;
                 self.tensors.insert(t.name.clone(), Tensor::Matrix(m));
             }
@@ -249,24 +265,24 @@ impl TensorSink for GpuLoader {
 
     fn piece(&mut self, t: &TensorInfo, offset: u64, bytes: &[u8]) -> Result<()> {
         if offset == 0 {
-            (self.written, self.carry, self.row_values, self.vector_bytes) = Default::default();
+            (self.written, self.carry, self.vector_bytes) = Default::default();
         }
         if t.shape.len() != 2 {
             self.vector_bytes.extend_from_slice(bytes);
             if offset + bytes.len() as u64 == t.byte_len() {
                 let mut values = Vec::with_capacity(t.numel());
-                t.dtype.to_f32(&self.vector_bytes, &mut values);
+                t.ty.to_f32(&self.vector_bytes, &mut values);
                 let buffer = self.gpu.storage_from(&t.name, &values);
                 self.tensors.insert(t.name.clone(), Tensor::Vector(buffer));
             }
             return Ok(());
         }
-        if !self.tensors.contains_key(&t.name) {
+        let Some(Tensor::Matrix(m)) = self.tensors.get(&t.name) else {
             return Ok(()); // not kept (a tied checkpoint's head)
-        }
-        match self.quant {
-            Some(quant) => self.write_quantized(t, quant, bytes),
-            None => self.write_raw(&t.name, bytes),
+        };
+        match (m.format(), t.ty) {
+            (WeightFormat::Float(stored), TensorType::Float(file)) if stored == file => self.write_raw(&t.name, bytes),
+            (format, _) => self.write_converted(t, format, bytes),
         }
         if self.unflushed >= FLUSH_BYTES {
             self.gpu.queue.submit([]);
@@ -282,4 +298,21 @@ impl TensorSink for GpuLoader {
 pub fn load_dir(gpu: &Rc<Gpu>, dir: &std::path::Path, quant: Option<Quant>) -> Result<GpuWeights> {
     let config = Qwen2Config::load(dir)?;
     crate::weights::read_model_dir(dir, &config, GpuLoader::new(gpu.clone(), &config, quant))?.finish()
+}
+
+/// Reads a GGUF file's weights onto the GPU, and its tokenizer. `quant` must match how the
+/// file stores its matrices ([`crate::gguf::GgufHeader::check_quant`]).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn load_gguf(
+    gpu: &Rc<Gpu>,
+    path: &std::path::Path,
+    quant: Option<Quant>,
+) -> Result<(GpuWeights, crate::tokenizer::Tokenizer)> {
+    let make = |header: &crate::gguf::GgufHeader, config: &Qwen2Config| {
+        header.check_quant(quant)?;
+        Ok(GpuLoader::new(gpu.clone(), config, None).labelled(header.quant_label()))
+    };
+    let (header, loader) = crate::gguf::read_file(path, Some(make))?;
+    let tokenizer = crate::gguf::tokenizer(&header)?;
+    Ok((loader.expect("a sink was given").finish()?, tokenizer))
 }

@@ -80,3 +80,11 @@ pub fn without_tensors(bytes: &[u8], drop: &[&str]) -> Vec<u8> {
     }
     join_safetensors(&serde_json::Value::Object(out_header), &out_data)
 }
+
+/// A number no other call in this process returns (for temporary file names).
+pub fn unique_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+pub mod gguf;
