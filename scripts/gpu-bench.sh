@@ -26,7 +26,7 @@ cat "$out"/logits-*.json >"$out/logits.jsonl" && rm -f "$out"/logits-*.json
 lengths=8,9,16,32,33,64,128,512,1024
 run 240 bench-0.5b bench --synthetic qwen2.5-0.5b --json --profile --lengths "$lengths" --batch-sizes 1,8,64 --repeats 3
 run 240 bench-1.5b bench --synthetic qwen2.5-1.5b --json --profile --lengths 128,1024 --batch-sizes 1,8 --repeats 3
-for q in q8_0 q4_0; do
+for q in q8_0 q5_0 q4_0; do
   run 120 "bench-0.5b-$q" bench --synthetic qwen2.5-0.5b --json --quant "$q" --lengths 32,512 --batch-sizes 1 --repeats 3
 done
 run 120 bench-0.5b-direct bench --synthetic qwen2.5-0.5b --json --kernels direct --lengths 32,128 --batch-sizes 1 --repeats 1

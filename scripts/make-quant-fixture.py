@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Make crate/tests/fixtures/quant_blocks.json: Q8_0 and Q4_0 blocks made by the `gguf` Python
+"""Make crate/tests/fixtures/quant_blocks.json: Q8_0, Q5_0 and Q4_0 blocks made by the `gguf` Python
 package (llama.cpp's gguf-py, whose quantizers are bit-exact ports of ggml's reference ones),
 for onetoken's quantization tests.
 
-For each case (rows of float32 values), and each of Q8_0 and Q4_0, the file holds:
+For each case (rows of float32 values), and each of Q8_0, Q5_0 and Q4_0, the file holds:
   "gguf_hex"    : gguf.quants.quantize(values, type) as hex (llama.cpp's block layout:
                   f16 scale then the quants, block by block);
   "dequantized" : gguf.quants.dequantize(those bytes, type), float32.
@@ -55,7 +55,7 @@ def main():
     for name, cols, values in cases():
         rows = values.reshape(-1, cols)
         case = {"name": name, "cols": cols, "values": bits(rows)}
-        for qtype in (GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0):
+        for qtype in (GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q5_0, GGMLQuantizationType.Q4_0):
             blocks = quants.quantize(rows, qtype)
             back = quants.dequantize(blocks, qtype)
             case[qtype.name.lower()] = {"gguf_hex": blocks.tobytes().hex(), "dequantized": bits(back)}

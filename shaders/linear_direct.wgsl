@@ -50,12 +50,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // Eight quants of the row starting at word `base`, from value v (a multiple of 8): two Q8_0
-// words or one Q4_0 word, unscaled.
+// words, or one Q4_0 word, or one Q5_0 word with its fifth bits, unscaled.
 fn quant_eight(base: u32, v: u32) -> array<vec4<f32>, 2> {
     if DTYPE == 3u {
         return array(unpack_q8(w[base + v / 4u]), unpack_q8(w[base + v / 4u + 1u]));
     }
     let word = w[base + v / 8u];
+    if DTYPE == 5u {
+        let high = w[fifth_bits_at(base, shape.k, v / 32u)] >> (v % 32u);
+        return array(unpack_q5_lo(word, high), unpack_q5_hi(word, high));
+    }
     return array(unpack_q4_lo(word), unpack_q4_hi(word));
 }
 

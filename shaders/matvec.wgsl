@@ -2,7 +2,8 @@
 // matmul's tiles would leave most of a GPU idle. K must be a multiple of 8 (every Qwen2.5 size
 // is; other K go to matmul). Token rows are taken 8 at a time (B <= 8 per block). A 16-byte
 // load holds 8 values of a 16-bit row, 4 of an f32 row, 16 of a Q8_0 row (half a block) or a
-// whole Q4_0 block; a quantized load's dot product is scaled once by its block's scale.
+// whole Q4_0 block (or Q5_0 block's nibbles, with one more word of fifth bits); a quantized
+// load's dot product is scaled once by its block's scale.
 // Decode is bandwidth-bound, so the weights are streamed once, 16 bytes per load: LANES
 // threads walk a weight row along K, neighbours reading neighbouring 16-byte words
 // (coalesced), each dotting them with all B token rows; the partial sums of a row meet in
@@ -21,13 +22,14 @@ fn values_per_load() -> u32 {
     switch DTYPE {
         case 2u: { return 4u; }
         case 3u: { return 16u; }
-        case 4u: { return 32u; }
+        case 4u, 5u: { return 32u; }
         default: { return 8u; }
     }
 }
 
-// Token row b times load i of a weight row (unscaled for quantized rows).
-fn row_dot(b: u32, i: u32, wv: vec4<u32>) -> f32 {
+// Token row b times load i of a weight row (unscaled for quantized rows; `high`: a Q5_0
+// block's fifth bits).
+fn row_dot(b: u32, i: u32, wv: vec4<u32>, high: u32) -> f32 {
     let k4 = shape.k / 4u;
     switch DTYPE {
         case 2u: {
@@ -45,12 +47,32 @@ fn row_dot(b: u32, i: u32, wv: vec4<u32>) -> f32 {
                 + dot(unpack_q4_lo(wv.z), x[at + 4u]) + dot(unpack_q4_hi(wv.z), x[at + 5u])
                 + dot(unpack_q4_lo(wv.w), x[at + 6u]) + dot(unpack_q4_hi(wv.w), x[at + 7u]);
         }
+        case 5u: {
+            let at = b * k4 + 8u * i;
+            let h1 = high >> 8u;
+            let h2 = high >> 16u;
+            let h3 = high >> 24u;
+            return dot(unpack_q5_lo(wv.x, high), x[at]) + dot(unpack_q5_hi(wv.x, high), x[at + 1u])
+                + dot(unpack_q5_lo(wv.y, h1), x[at + 2u]) + dot(unpack_q5_hi(wv.y, h1), x[at + 3u])
+                + dot(unpack_q5_lo(wv.z, h2), x[at + 4u]) + dot(unpack_q5_hi(wv.z, h2), x[at + 5u])
+                + dot(unpack_q5_lo(wv.w, h3), x[at + 6u]) + dot(unpack_q5_hi(wv.w, h3), x[at + 7u]);
+        }
         default: {
             let lo = vec4<f32>(unpack_word(wv.x), unpack_word(wv.y));
             let hi = vec4<f32>(unpack_word(wv.z), unpack_word(wv.w));
             return dot(lo, x[b * k4 + 2u * i]) + dot(hi, x[b * k4 + 2u * i + 1u]);
         }
     }
+}
+
+// The fifth bits of load i (a whole Q5_0 block) of the row starting at word `base`; 0 for
+// other formats.
+fn load_fifth_bits(base: u32, i: u32) -> u32 {
+    if DTYPE != 5u {
+        return 0u;
+    }
+    let at = fifth_bits_at(base, shape.k, i);
+    return w[at / 4u][at % 4u];
 }
 
 // The scale of load i of the row starting at word `base` (1 for float rows).
@@ -87,15 +109,16 @@ fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
         for (var i = lane; i < loads; i += LANES) {
             let wv = w[base / 4u + i];
             let d = load_scale(base, i);
-            lo.x += d * row_dot(b0, i, wv);
-            if b_count > 1u { lo.y += d * row_dot(b0 + 1u, i, wv); }
-            if b_count > 2u { lo.z += d * row_dot(b0 + 2u, i, wv); }
-            if b_count > 3u { lo.w += d * row_dot(b0 + 3u, i, wv); }
+            let h = load_fifth_bits(base, i);
+            lo.x += d * row_dot(b0, i, wv, h);
+            if b_count > 1u { lo.y += d * row_dot(b0 + 1u, i, wv, h); }
+            if b_count > 2u { lo.z += d * row_dot(b0 + 2u, i, wv, h); }
+            if b_count > 3u { lo.w += d * row_dot(b0 + 3u, i, wv, h); }
             if b_count > 4u {
-                hi.x += d * row_dot(b0 + 4u, i, wv);
-                if b_count > 5u { hi.y += d * row_dot(b0 + 5u, i, wv); }
-                if b_count > 6u { hi.z += d * row_dot(b0 + 6u, i, wv); }
-                if b_count > 7u { hi.w += d * row_dot(b0 + 7u, i, wv); }
+                hi.x += d * row_dot(b0 + 4u, i, wv, h);
+                if b_count > 5u { hi.y += d * row_dot(b0 + 5u, i, wv, h); }
+                if b_count > 6u { hi.z += d * row_dot(b0 + 6u, i, wv, h); }
+                if b_count > 7u { hi.w += d * row_dot(b0 + 7u, i, wv, h); }
             }
         }
     }

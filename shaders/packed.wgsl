@@ -1,10 +1,11 @@
 // Packed weights: a matrix stays in its file's form, two 16-bit values per u32 word (bf16 or
 // f16) or one f32 per word, or is quantized in blocks of 32 values with one f16 scale each
-// (Q8_0: a signed byte per value; Q4_0: a nibble per value, minus 8). A quantized row holds its
-// quants in value order, then its scales two per word, padded to 16 bytes (quant.rs). Values
-// are widened here; all arithmetic is f32, so `shader-f16` is never needed. Prepended to every
-// kernel that reads a weight matrix.
-// DTYPE: 0 = bf16, 1 = f16, 2 = f32, 3 = q8_0, 4 = q4_0.
+// (Q8_0: a signed byte per value; Q4_0: a nibble per value, minus 8; Q5_0: a nibble plus a
+// fifth bit per value, minus 16). A quantized row holds its quants in value order (Q5_0: then
+// one word of fifth bits per block, padded to 16 bytes), then its scales two per word, padded
+// to 16 bytes (quant.rs). Values are widened here; all arithmetic is f32, so `shader-f16` is
+// never needed. Prepended to every kernel that reads a weight matrix.
+// DTYPE: 0 = bf16, 1 = f16, 2 = f32, 3 = q8_0, 4 = q4_0, 5 = q5_0.
 override DTYPE: u32 = 0u;
 
 // The two 16-bit values of one word (DTYPE 0 or 1), low half first.
@@ -30,16 +31,36 @@ fn unpack_q4_hi(word: u32) -> vec4<f32> {
     return vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - 8.0;
 }
 
-// Words of a quantized row's quants (DTYPE 3 or 4).
+// Values 0..3 and 4..7 of a Q5_0 word: its nibbles, each with a fifth bit from `high` (bit j
+// for the word's value j), minus 16.
+fn unpack_q5_lo(word: u32, high: u32) -> vec4<f32> {
+    let nibbles = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
+    let fifth = ((vec4<u32>(high) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) << vec4<u32>(4u);
+    return vec4<f32>(nibbles | fifth) - 16.0;
+}
+fn unpack_q5_hi(word: u32, high: u32) -> vec4<f32> {
+    return unpack_q5_lo(word >> 16u, high >> 4u);
+}
+
+// Words of a quantized row's quants (DTYPE 3, 4 or 5; Q5_0's fifth bits included).
 fn quant_words(cols: u32) -> u32 {
-    return select(cols / 8u, cols / 4u, DTYPE == 3u);
+    switch DTYPE {
+        case 3u: { return cols / 4u; }
+        case 5u: { return cols / 8u + (cols / 32u + 3u) / 4u * 4u; }
+        default: { return cols / 8u; }
+    }
+}
+
+// The word of Q5_0 fifth bits of `block` in the row starting at word `base`.
+fn fifth_bits_at(base: u32, cols: u32, block: u32) -> u32 {
+    return base + cols / 8u + block;
 }
 
 // Words of one row of `cols` values (cols a multiple of 32 when quantized).
 fn row_words(cols: u32) -> u32 {
     switch DTYPE {
         case 2u: { return cols; }
-        case 3u, 4u: { return quant_words(cols) + (cols / 32u + 7u) / 8u * 4u; }
+        case 3u, 4u, 5u: { return quant_words(cols) + (cols / 32u + 7u) / 8u * 4u; }
         default: { return cols / 2u; }
     }
 }

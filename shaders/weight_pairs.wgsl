@@ -14,12 +14,18 @@ fn weight_pair_at(base: u32, p: u32, cols: u32) -> vec2<f32> {
             let d = pick_scale(w[base + quant_words(cols) + v / 64u], v / 32u);
             return select(q.xy, q.zw, (v & 2u) == 2u) * d;
         }
-        case 4u: {
+        case 4u, 5u: {
             let v = 2u * p;
             let word = w[base + v / 8u] >> (4u * (v % 8u));
-            let q = vec2<f32>(f32(word & 15u), f32((word >> 4u) & 15u)) - 8.0;
+            var q = vec2<u32>(word & 15u, (word >> 4u) & 15u);
+            var zero = 8.0;
+            if DTYPE == 5u {
+                let fifth = w[fifth_bits_at(base, cols, v / 32u)] >> (v % 32u);
+                q |= (vec2<u32>(fifth, fifth >> 1u) & vec2<u32>(1u)) << vec2<u32>(4u);
+                zero = 16.0;
+            }
             let d = pick_scale(w[base + quant_words(cols) + v / 64u], v / 32u);
-            return q * d;
+            return (vec2<f32>(q) - zero) * d;
         }
         default: {
             return unpack_word(w[base + p]);

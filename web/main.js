@@ -384,7 +384,7 @@ async function start() {
   $('gpu-info').textContent = `${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' ') || gpu.name} · ${features} · timestamp-query ${gpu.timestamps ? '✓' : '✗'} · max binding ${(gpu.max_binding / 2 ** 20).toFixed(0)} MiB`;
   await listFolders();
   const modelParam = params.get('model') ?? 'synthetic:qwen2.5-0.5b';
-  const quant = ['q8_0', 'q4_0'].includes(params.get('quant')) ? params.get('quant') : '';
+  const quant = ['q8_0', 'q5_0', 'q4_0'].includes(params.get('quant')) ? params.get('quant') : '';
   $('model-quant').value = quant;
   const source = { ...parseModel(modelParam), quant: quant || undefined };
   $('model-kind').value = source.kind === 'synthetic' ? modelParam : source.kind;

@@ -85,16 +85,22 @@ impl Qwen2Config {
         if self.hidden_act != "silu" {
             return fail(format!("hidden_act {:?} is not supported (only \"silu\")", self.hidden_act));
         }
-        for (name, v) in [
-            ("hidden_size", self.hidden_size),
-            ("intermediate_size", self.intermediate_size),
-            ("num_hidden_layers", self.num_hidden_layers),
-            ("num_attention_heads", self.num_attention_heads),
-            ("num_key_value_heads", self.num_key_value_heads),
-            ("vocab_size", self.vocab_size),
+        // The upper bounds are far above any Qwen2 release (72B: hidden 8192, intermediate
+        // 29568, 80 layers, vocabulary 152064); they keep sizes computed from an untrusted file
+        // from overflowing or allocating without bound.
+        for (name, v, most) in [
+            ("hidden_size", self.hidden_size, 1 << 16),
+            ("intermediate_size", self.intermediate_size, 1 << 18),
+            ("num_hidden_layers", self.num_hidden_layers, 1 << 10),
+            ("num_attention_heads", self.num_attention_heads, 1 << 10),
+            ("num_key_value_heads", self.num_key_value_heads, 1 << 10),
+            ("vocab_size", self.vocab_size, 1 << 21),
         ] {
             if v == 0 {
                 return fail(format!("{name} must be positive"));
+            }
+            if v > most {
+                return fail(format!("{name} {v} is larger than any model this reads (at most {most})"));
             }
         }
         if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
@@ -151,11 +157,12 @@ impl Qwen2Config {
     }
 
     /// Number of parameters, counting a tied head once.
-    pub fn parameter_count(&self) -> usize {
-        let (h, i, kv) = (self.hidden_size, self.intermediate_size, self.kv_dim());
+    pub fn parameter_count(&self) -> u64 {
+        let (h, i, kv, v) =
+            (self.hidden_size as u64, self.intermediate_size as u64, self.kv_dim() as u64, self.vocab_size as u64);
         let layer = h * h + h + 2 * (kv * h + kv) + h * h + 3 * h * i + 2 * h;
-        let head = if self.tie_word_embeddings { 0 } else { self.vocab_size * h };
-        self.vocab_size * h + self.num_hidden_layers * layer + h + head
+        let head = if self.tie_word_embeddings { 0 } else { v * h };
+        v * h + self.num_hidden_layers as u64 * layer + h + head
     }
 
     /// The released Qwen2.5-0.5B-Instruct shape.

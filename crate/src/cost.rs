@@ -90,7 +90,7 @@ mod tests {
     fn flops_of_the_0_5b_model_are_about_twice_its_matrix_parameters_per_token() {
         let c = Qwen2Config::qwen2_5_0_5b();
         let one = forward_flops(&c, 1, 0, 0);
-        let matrices = (c.parameter_count() - c.vocab_size * c.hidden_size) as f64;
+        let matrices = (c.parameter_count() - (c.vocab_size * c.hidden_size) as u64) as f64;
         assert!((one / (2.0 * matrices) - 1.0).abs() < 0.01, "{one}");
     }
 }

@@ -16,7 +16,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`config`], [`hf_names`] | `config.json`, named presets, the HF tensor names |
-//! | [`weights`], [`gguf`], [`quant`] | safetensors and GGUF stream parsers and checks; Q8_0/Q4_0 blocks (no GPU) |
+//! | [`weights`], [`gguf`], [`quant`] | safetensors and GGUF stream parsers and checks; Q8_0/Q5_0/Q4_0 blocks (no GPU) |
 //! | [`tokenizer`], [`choice`] | tokenizer and chat template; choices as token sequences, constrained picks |
 //! | [`gpu`] | device and limits, kernels, buffers, weights on the GPU, dispatch and timing |
 //! | [`ops`] | one type per WGSL kernel, and synthetic weights generated on the GPU |

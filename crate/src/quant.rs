@@ -1,18 +1,20 @@
-//! Quantized weights: blocks of 32 values with one f16 scale each, llama.cpp's Q8_0 and Q4_0
-//! schemes (the same scale and rounding rules, so a GGUF block converts exactly).
+//! Quantized weights: blocks of 32 values with one f16 scale each, llama.cpp's Q8_0, Q5_0 and
+//! Q4_0 schemes (the same scale and rounding rules, so a GGUF block converts exactly).
 //!
 //! - Q8_0: `d = max|x| / 127`, `q = round(x / d)` in -127..=127, `x ≈ q * d`.
-//! - Q4_0: `d = m / -8` where `m` is the value of largest magnitude (with its sign),
-//!   `q = min(15, trunc(x / d + 8.5))` in 0..=15, `x ≈ (q - 8) * d`.
+//! - Q5_0: `d = m / -16` where `m` is the value of largest magnitude (with its sign),
+//!   `q = min(31, trunc(x / d + 16.5))` in 0..=31, `x ≈ (q - 16) * d`.
+//! - Q4_0: `d = m / -8`, `q = min(15, trunc(x / d + 8.5))` in 0..=15, `x ≈ (q - 8) * d`.
 //!
 //! As with llama.cpp, `d` is rounded to f16 when stored, and values dequantize with that f16 `d`.
 //!
 //! GPU layout, per matrix row of `cols` values (`cols` a multiple of 32): first the quants, in
-//! value order (Q8_0: one signed byte each; Q4_0: one nibble each, value i of a block in bits
-//! 4(i % 8) of its word i / 8), then the row's scales as f16, two per u32 word (block 2j in the
-//! low half), zero-padded to 16 bytes. Rows therefore start 16-byte aligned, so `matvec` reads
-//! them as `vec4<u32>` (one load is 16 Q8_0 values or one whole Q4_0 block), and row chunks
-//! split the same way as 16-bit matrices.
+//! value order (Q8_0: one signed byte each; Q4_0 and Q5_0: one nibble each, value i of a block
+//! in bits 4(i % 8) of its word i / 8), for Q5_0 then each block's fifth bits as one u32 (bit i
+//! for value i) padded to 16 bytes, then the row's scales as f16, two per u32 word (block 2j in
+//! the low half), zero-padded to 16 bytes. Rows therefore start 16-byte aligned, so `matvec`
+//! reads them as `vec4<u32>` (one load is 16 Q8_0 values or one whole Q4_0 or Q5_0 block's
+//! nibbles), and row chunks split the same way as 16-bit matrices.
 
 use crate::error::{Error, Result};
 use crate::gguf::BlockType;
@@ -44,6 +46,7 @@ impl WeightFormat {
             WeightFormat::Float(Dtype::F32) => 2,
             WeightFormat::Quant(Quant::Q8_0) => 3,
             WeightFormat::Quant(Quant::Q4_0) => 4,
+            WeightFormat::Quant(Quant::Q5_0) => 5,
         }
     }
 
@@ -70,14 +73,13 @@ impl WeightFormat {
     }
 
     /// How a matrix a file stores as `ty` is kept on the GPU: floats as stored, or quantized to
-    /// `quant`; GGUF blocks as Q8_0 or Q4_0, the formats the kernels read (Q8_0 and Q4_0 blocks
-    /// as they are, Q5_0 exactly as Q8_0, K-quants requantized to Q8_0).
+    /// `quant`; GGUF blocks in a format the kernels read (Q8_0, Q5_0 and Q4_0 blocks as they
+    /// are, K-quants requantized to Q8_0).
     pub fn for_stored(ty: TensorType, quant: Option<Quant>) -> Self {
         match (ty, quant) {
             (TensorType::Float(d), None) => WeightFormat::Float(d),
             (TensorType::Float(_), Some(q)) => WeightFormat::Quant(q),
-            (TensorType::Blocks(BlockType::Q4_0), _) => WeightFormat::Quant(Quant::Q4_0),
-            (TensorType::Blocks(_), _) => WeightFormat::Quant(Quant::Q8_0),
+            (TensorType::Blocks(b), _) => WeightFormat::Quant(b.gpu_quant().unwrap_or(Quant::Q8_0)),
         }
     }
 
@@ -86,9 +88,9 @@ impl WeightFormat {
         let row_bytes = ty.bytes_of(cols).expect("rows of whole blocks");
         match (ty, self) {
             (TensorType::Float(d), WeightFormat::Float(f)) if d == f => out.extend_from_slice(bytes),
-            (TensorType::Blocks(b), WeightFormat::Quant(q)) if b.converts_exactly_to(q) => {
+            (TensorType::Blocks(b), WeightFormat::Quant(q)) if b.gpu_quant() == Some(q) => {
                 for row in bytes.chunks_exact(row_bytes) {
-                    q.row_from_gguf(b, row, cols, out);
+                    q.row_from_gguf(row, cols, out);
                 }
             }
             _ => {
@@ -129,6 +131,7 @@ pub const BLOCK: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Quant {
     Q8_0,
+    Q5_0,
     Q4_0,
 }
 
@@ -138,8 +141,9 @@ impl std::str::FromStr for Quant {
     fn from_str(name: &str) -> Result<Self> {
         match name {
             "q8_0" => Ok(Quant::Q8_0),
+            "q5_0" => Ok(Quant::Q5_0),
             "q4_0" => Ok(Quant::Q4_0),
-            _ => Err(Error::Input(format!("quantization {name:?}: use q8_0 or q4_0"))),
+            _ => Err(Error::Input(format!("quantization {name:?}: use q8_0, q5_0 or q4_0"))),
         }
     }
 }
@@ -149,6 +153,7 @@ impl Quant {
     pub fn name(self) -> &'static str {
         match self {
             Quant::Q8_0 => "q8_0",
+            Quant::Q5_0 => "q5_0",
             Quant::Q4_0 => "q4_0",
         }
     }
@@ -157,14 +162,16 @@ impl Quant {
     pub fn block_type(self) -> BlockType {
         match self {
             Quant::Q8_0 => BlockType::Q8_0,
+            Quant::Q5_0 => BlockType::Q5_0,
             Quant::Q4_0 => BlockType::Q4_0,
         }
     }
 
-    /// Bytes of one row's quants.
+    /// Bytes of one row's quants (Q5_0: and its fifth bits, padded to 16).
     pub fn quant_bytes(self, cols: usize) -> usize {
         match self {
             Quant::Q8_0 => cols,
+            Quant::Q5_0 => cols / 2 + (4 * cols / BLOCK).next_multiple_of(16),
             Quant::Q4_0 => cols / 2,
         }
     }
@@ -194,16 +201,24 @@ impl Quant {
     pub fn quantize_row(self, values: &[f32], out: &mut Vec<u8>) {
         let start = out.len();
         let mut scales = Vec::with_capacity(values.len() / BLOCK);
+        let mut high_bits = Vec::new();
         for block in values.chunks_exact(BLOCK) {
             let (d, quants) = match self {
                 Quant::Q8_0 => quantize_q8_0(block),
-                Quant::Q4_0 => quantize_q4_0(block),
+                Quant::Q5_0 => quantize_symmetric(block, 16),
+                Quant::Q4_0 => quantize_symmetric(block, 8),
             };
             scales.push(d);
             match self {
                 Quant::Q8_0 => out.extend(quants.iter().map(|&q| q as u8)),
-                Quant::Q4_0 => out.extend(quants.chunks_exact(2).map(|q| (q[0] as u8) | ((q[1] as u8) << 4))),
+                _ => out.extend(quants.chunks_exact(2).map(|q| (q[0] as u8 & 15) | ((q[1] as u8 & 15) << 4))),
             }
+            let bits = quants.iter().enumerate().fold(0u32, |h, (i, &q)| h | (u32::from(q as u8 >> 4) << i));
+            high_bits.push(bits);
+        }
+        if self == Quant::Q5_0 {
+            out.extend(high_bits.iter().flat_map(|h| h.to_le_bytes()));
+            out.resize(start + self.quant_bytes(values.len()), 0);
         }
         out.extend(scales.iter().flat_map(|d| d.to_le_bytes()));
         out.resize(start + self.row_bytes(values.len()), 0);
@@ -212,39 +227,42 @@ impl Quant {
     /// One row of `cols` values back from the GPU layout, as the kernels compute them.
     pub fn dequantize_row(self, row: &[u8], cols: usize) -> Vec<f32> {
         let scales = &row[self.quant_bytes(cols)..];
+        let high = &row[cols / 2..];
         (0..cols)
             .map(|i| {
                 let b = i / BLOCK;
                 let d = half::f16::from_le_bytes([scales[2 * b], scales[2 * b + 1]]).to_f32();
+                let nibble = (row[i / 2] >> (4 * (i % 2))) & 15;
                 let q = match self {
                     Quant::Q8_0 => f32::from(row[i] as i8),
-                    Quant::Q4_0 => f32::from((row[i / 2] >> (4 * (i % 2))) & 15) - 8.0,
+                    Quant::Q5_0 => f32::from(nibble | (((high[4 * b + i % BLOCK / 8] >> (i % 8)) & 1) << 4)) - 16.0,
+                    Quant::Q4_0 => f32::from(nibble) - 8.0,
                 };
                 q * d
             })
             .collect()
     }
 
-    /// Appends one row of `cols` values given in GGUF blocks of type `from` (Q8_0 and Q4_0 to
-    /// themselves, Q5_0 to Q8_0), in the GPU layout: the same scales and quants, rearranged.
-    pub fn row_from_gguf(self, from: BlockType, blocks: &[u8], cols: usize, out: &mut Vec<u8>) {
-        debug_assert!(from.converts_exactly_to(self));
+    /// Appends one row of `cols` values given in GGUF blocks of this type, in the GPU layout:
+    /// the same scales and quants, rearranged.
+    pub fn row_from_gguf(self, blocks: &[u8], cols: usize, out: &mut Vec<u8>) {
         let start = out.len();
-        let blocks = &blocks[..cols / BLOCK * from.bytes()];
-        for block in blocks.chunks_exact(from.bytes()) {
-            match from {
-                BlockType::Q8_0 => out.extend_from_slice(&block[2..]),
-                // GGUF: byte j holds value j in its low nibble and value j + 16 in its high one.
-                BlockType::Q4_0 => out.extend((0..BLOCK / 2).map(|j| {
-                    let (even, odd) = ((2 * j) % 16, (2 * j + 1) % 16);
-                    let nibble = |i: usize, v: usize| (block[2 + i] >> (4 * (v / 16))) & 15;
-                    nibble(even, 2 * j) | (nibble(odd, 2 * j + 1) << 4)
-                })),
-                // Q5_0's 5-bit q - 16 fits a Q8_0 quant under the same scale.
-                _ => out.extend(crate::gguf::q5_0_quants(block).map(|q| q as u8)),
+        let block_bytes = self.block_type().bytes();
+        let blocks = &blocks[..cols / BLOCK * block_bytes];
+        for block in blocks.chunks_exact(block_bytes) {
+            match self {
+                Quant::Q8_0 => out.extend_from_slice(&block[2..]),
+                Quant::Q5_0 => out.extend(nibbles_in_value_order(&block[6..])),
+                Quant::Q4_0 => out.extend(nibbles_in_value_order(&block[2..])),
             }
         }
-        for block in blocks.chunks_exact(from.bytes()) {
+        if self == Quant::Q5_0 {
+            for block in blocks.chunks_exact(block_bytes) {
+                out.extend_from_slice(&block[2..6]);
+            }
+            out.resize(start + self.quant_bytes(cols), 0);
+        }
+        for block in blocks.chunks_exact(block_bytes) {
             out.extend_from_slice(&block[..2]);
         }
         out.resize(start + self.row_bytes(cols), 0);
@@ -272,12 +290,21 @@ fn quantize_q8_0(x: &[f32]) -> (half::f16, Vec<i8>) {
     (half::f16::from_f32(d), x.iter().map(|v| (v * id).round() as i8).collect())
 }
 
-/// llama.cpp's `quantize_row_q4_0_ref` for one block: the f16 scale and 32 quants in 0..=15.
-fn quantize_q4_0(x: &[f32]) -> (half::f16, Vec<i8>) {
+/// A GGUF block's 16 bytes of 4-bit quants (byte j: value j in its low nibble, value j + 16 in
+/// its high one) in value order, two per byte, low nibble first.
+fn nibbles_in_value_order(qs: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let nibble = |v: usize| (qs[v % 16] >> (4 * (v / 16))) & 15;
+    (0..BLOCK / 2).map(move |j| nibble(2 * j) | (nibble(2 * j + 1) << 4))
+}
+
+/// llama.cpp's `quantize_row_q4_0_ref` (`half` 8) and `quantize_row_q5_0_ref` (`half` 16) for
+/// one block: the f16 scale and 32 quants in 0..2 * half.
+fn quantize_symmetric(x: &[f32], half: i8) -> (half::f16, Vec<i8>) {
     let max = x.iter().fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
-    let d = max / -8.0;
+    let d = max / -f32::from(half);
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    (half::f16::from_f32(d), x.iter().map(|v| ((v * id + 8.5) as i8).min(15)).collect())
+    let bias = f32::from(half) + 0.5;
+    (half::f16::from_f32(d), x.iter().map(|v| ((v * id + bias) as i8).min(2 * half - 1)).collect())
 }
 
 #[cfg(test)]
@@ -322,14 +349,17 @@ mod tests {
     #[test]
     fn round_trips_stay_within_a_step() {
         let x = ramp(3 * 64);
-        for q in [Quant::Q8_0, Quant::Q4_0] {
+        for q in [Quant::Q8_0, Quant::Q5_0, Quant::Q4_0] {
             let back = q.round(&x, 64);
             for (block, got) in x.chunks(BLOCK).zip(back.chunks(BLOCK)) {
                 let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
                 // Half a step (Q4_0: a whole step at the end opposite the largest value, where
                 // the quants stop at +7), plus the largest quant times the f16 rounding of d.
-                let (step, top, steps) =
-                    if q == Quant::Q8_0 { (amax / 127.0, 127.0, 0.5) } else { (amax / 8.0, 8.0, 1.0) };
+                let (step, top, steps) = match q {
+                    Quant::Q8_0 => (amax / 127.0, 127.0, 0.5),
+                    Quant::Q5_0 => (amax / 16.0, 16.0, 1.0),
+                    Quant::Q4_0 => (amax / 8.0, 8.0, 1.0),
+                };
                 let bound = steps * step + top * step / 2048.0 + 1e-6;
                 for (a, b) in block.iter().zip(got) {
                     assert!((a - b).abs() <= bound, "{q:?}: {a} -> {b}");

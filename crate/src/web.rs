@@ -47,7 +47,7 @@ fn reporter(f: js_sys::Function) -> crate::judge::ProgressHook {
     })
 }
 
-/// `q8_0`, `q4_0`, or none (an empty string counts as none).
+/// `q8_0`, `q5_0`, `q4_0`, or none (an empty string counts as none).
 fn parse_quant(quant: Option<String>) -> Result<Option<Quant>, JsValue> {
     quant.filter(|q| !q.is_empty()).map(|q| q.parse()).transpose().map_err(js)
 }
@@ -103,7 +103,7 @@ pub struct WebLoader {
 
 #[wasm_bindgen]
 impl WebLoader {
-    /// `quant`: `q8_0` or `q4_0` to quantize the matrices on the way to the GPU.
+    /// `quant`: `q8_0`, `q5_0` or `q4_0` to quantize the matrices on the way to the GPU.
     #[wasm_bindgen(constructor)]
     pub fn new(gpu: &WebGpu, config_json: &[u8], quant: Option<String>) -> Result<WebLoader, JsValue> {
         let config = Qwen2Config::from_json(config_json).map_err(js)?;
@@ -250,7 +250,7 @@ impl WebEngine {
     }
 
     /// Synthetic weights of a real model's shapes (`qwen2.5-0.5b`, `qwen2.5-1.5b`), made on the
-    /// GPU (bf16), or quantized to `quant` (`q8_0`, `q4_0`).
+    /// GPU (bf16), or quantized to `quant` (`q8_0`, `q5_0`, `q4_0`).
     pub fn synthetic(
         gpu: &WebGpu,
         name: &str,

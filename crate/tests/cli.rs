@@ -216,7 +216,7 @@ fn quant_quantizes_on_load_on_the_gpu_and_in_the_cpu_reference() {
         assert_ne!(logit(&gpu), logit(&top(&[])), "{quant} changes the weights");
     }
     let (ok, _, err) = onetoken(&[&args[..], &["--quant", "q3"]].concat());
-    assert!(!ok && err.contains("use q8_0 or q4_0"), "{err}");
+    assert!(!ok && err.contains("use q8_0, q5_0 or q4_0"), "{err}");
     let bench = ["bench", "--model", &model, "--json", "--lengths", "8", "--batch-sizes", "1", "--repeats", "1"];
     let report = |extra: &[&str]| -> serde_json::Value {
         let (ok, out, err) = onetoken(&[&bench[..], extra].concat());
@@ -256,10 +256,12 @@ fn a_gguf_file_is_a_whole_model_for_logits_judge_and_bench() {
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["model"]["quant"], "gguf:q8_0");
     // The real bytes of the file's mix as the GPU keeps it (rows of 64 values unless said):
-    // Q8_0 rows are 64 + 16 bytes, Q4_0 32 + 16, F16 128, F32 256; Q5_0 is kept as Q8_0.
-    let layer_0 = 64 * 80 + 32 * 48 + 32 * 80 + 64 * 128 + 128 * 80 + 128 * 48 + 64 * (256 / 2 * 2); // down: BF16 rows of 128
-    let layer_1 = 64 * 48 + 32 * 80 + 32 * 256 + 64 * 80 + 128 * 80 + 128 * 128 + 64 * (64 + 16); // down: Q4_0 rows of 128
-    assert_eq!(report["model"]["decode_bytes"], layer_0 + layer_1 + 512 * 80);
+    // Q8_0 rows are 64 + 16 bytes (quants, scales padded to 16), Q5_0 32 + 16 + 16 (nibbles,
+    // fifth bits, scales), Q4_0 32 + 16, F16 128, F32 256.
+    let (q8, q5, q4) = (80, 64, 48);
+    let layer_0 = 64 * q8 + 32 * q4 + 32 * q5 + 64 * 128 + 128 * q5 + 128 * q4 + 64 * 256; // down: BF16 rows of 128
+    let layer_1 = 64 * q4 + 32 * q8 + 32 * 256 + 64 * q5 + 128 * q8 + 128 * 128 + 64 * (64 + 16); // down: Q4_0 rows of 128
+    assert_eq!(report["model"]["decode_bytes"], layer_0 + layer_1 + 512 * q8);
     let (ok, _, err) = onetoken(&[&logits[..], &["--quant", "q4_0"]].concat());
     assert!(!ok && err.contains("--quant q4_0 does not match this GGUF file (q8_0)"), "{err}");
 }

@@ -1,5 +1,6 @@
 //! Bounded fuzzing of every parser of outside bytes: the safetensors stream (header, offsets,
-//! dtypes, lengths), the sharded index, config.json, the tokenizer with its chat template, and the
+//! dtypes, lengths), the GGUF stream (header, metadata, tensor infos, the tokenizer built from
+//! its metadata), the sharded index, config.json, the tokenizer with its chat template, and the
 //! judgment request. Inputs are valid files mutated at random (bytes flipped, inserted, cut,
 //! lengths and numbers set to edge values, JSON values replaced), seeded and reproducible. Each
 //! must give `Ok` or a specific `Err` within a time bound: never a panic, never a hang.
@@ -22,6 +23,14 @@ use onetoken::weights::{CheckedSink, SafetensorsStream, shard_names};
 
 fn iterations() -> usize {
     std::env::var("ONETOKEN_FUZZ_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
+}
+
+/// The seeds to try: `ONETOKEN_FUZZ_SEED` replays one (a failure names its seed).
+fn seeds() -> std::ops::Range<u64> {
+    match std::env::var("ONETOKEN_FUZZ_SEED").ok().and_then(|v| v.parse::<u64>().ok()) {
+        Some(seed) => seed..seed + 1,
+        None => 0..iterations() as u64,
+    }
 }
 
 /// A small xorshift generator: reproducible inputs without an RNG crate.
@@ -148,7 +157,7 @@ fn safetensors_streams_of_mutated_files_end_in_ok_or_a_clear_error() {
     let config = Qwen2Config::load(&fixture("tiny-qwen2")).unwrap();
     let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let (mut ok, mut errors) = (0, std::collections::BTreeSet::new());
-    for seed in 0..iterations() as u64 {
+    for seed in seeds() {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let input = mutate_bytes(&mut rng, &bytes, header);
         let chunk = 1 + rng.below(70_000);
@@ -171,8 +180,55 @@ fn safetensors_streams_of_mutated_files_end_in_ok_or_a_clear_error() {
             }
         }
     }
-    eprintln!("safetensors: {} inputs, {ok} loaded, error kinds {errors:?}", iterations());
-    assert!(errors.contains("model_file"));
+    eprintln!("safetensors: {} inputs, {ok} loaded, error kinds {errors:?}", seeds().count());
+    assert!(seeds().count() < 100 || errors.contains("model_file"), "the mutations reach the parser");
+}
+
+#[test]
+fn gguf_streams_of_mutated_files_end_in_ok_or_a_clear_error() {
+    let bytes = std::fs::read(fixture("tiny-qwen2/model.gguf")).unwrap();
+    let header = onetoken::gguf::GgufHeader::parse(&bytes).unwrap().len;
+    let (mut ok, mut errors) = (0, std::collections::BTreeSet::new());
+    for seed in seeds() {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 3);
+        let mut input = mutate_bytes(&mut rng, &bytes, header);
+        if rng.below(2) == 0 && input.len() > 8 {
+            // A count, length, dimension or offset set to an edge value.
+            let at = rng.below(header.min(input.len() - 8));
+            let value: u64 = *rng.pick(&[0, 1, 3, 31, 255, u32::MAX as u64, 1 << 40, u64::MAX, u64::MAX / 32]);
+            input[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        }
+        let chunk = 1 + rng.below(70_000);
+        let result = bounded(&format!("gguf seed {seed}"), LIMIT, move || {
+            let mut stream = onetoken::gguf::GgufStream::new("model.gguf", Some(input.len() as u64));
+            let mut pieces = input.chunks(chunk);
+            for piece in pieces.by_ref() {
+                if stream.push_header(piece)? {
+                    break;
+                }
+            }
+            let Some(header) = stream.header() else { return stream.finish() };
+            let config = header.config()?;
+            onetoken::gguf::tokenizer(header)?;
+            let mut sink = CheckedSink::new(&config, F32Tensors::default());
+            stream.push(&[], &mut sink)?;
+            for piece in pieces {
+                stream.push(piece, &mut sink)?;
+            }
+            stream.finish()?;
+            sink.finish().map(drop)
+        });
+        match result {
+            Ok(()) => ok += 1,
+            Err(e) => {
+                let message = e.to_string();
+                assert!(message.len() > 10, "seed {seed}: an unhelpful error {message:?}");
+                errors.insert(e.code());
+            }
+        }
+    }
+    eprintln!("gguf: {} inputs, {ok} loaded, error kinds {errors:?}", seeds().count());
+    assert!(seeds().count() < 100 || errors.contains("model_file"), "the mutations reach the parser");
 }
 
 #[test]
@@ -181,7 +237,7 @@ fn mutated_configs_indexes_and_requests_parse_or_fail_clearly() {
         serde_json::from_slice(&std::fs::read(fixture("tiny-qwen2/config.json")).unwrap()).unwrap();
     let index = serde_json::json!({"metadata": {"total_size": 4}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}});
     let request = serde_json::json!({"system": "s", "user": "u", "choices": ["a", "b"], "prefix": "{\"choice\": \""});
-    for seed in 0..iterations() as u64 {
+    for seed in seeds() {
         let mut rng = Rng(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
         let inputs = [
             mutate_json(&mut rng, &config).to_string().into_bytes(),
@@ -211,7 +267,7 @@ fn mutated_tokenizer_configs_and_chat_templates_render_or_fail_clearly() {
         serde_json::from_slice(&std::fs::read(fixture("tiny-qwen2/tokenizer_config.json")).unwrap()).unwrap();
     let template = tokenizer_config["chat_template"].as_str().unwrap().to_string();
     let (mut rendered, mut refused) = (0, 0);
-    for seed in 0..iterations() as u64 {
+    for seed in seeds() {
         let mut rng = Rng(seed.wrapping_mul(0xA24B_AED4_963E_E407) | 1);
         let mut config = mutate_json(&mut rng, &tokenizer_config);
         if rng.below(2) == 0 {

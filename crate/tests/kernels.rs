@@ -13,11 +13,12 @@ use onetoken::weights::Dtype;
 
 const BF16: WeightFormat = WeightFormat::Float(Dtype::BF16);
 /// Every format a weight matrix can have on the GPU.
-const FORMATS: [WeightFormat; 5] = [
+const FORMATS: [WeightFormat; 6] = [
     BF16,
     WeightFormat::Float(Dtype::F16),
     WeightFormat::Float(Dtype::F32),
     WeightFormat::Quant(Quant::Q8_0),
+    WeightFormat::Quant(Quant::Q5_0),
     WeightFormat::Quant(Quant::Q4_0),
 ];
 
@@ -151,6 +152,7 @@ fn embedding_gathers_rows_across_chunks() {
         (151_936, 64, None, BF16),
         (1000, 896, None, WeightFormat::Quant(Quant::Q8_0)),
         (517, 96, Some(1024), WeightFormat::Quant(Quant::Q4_0)),
+        (517, 160, Some(1024), WeightFormat::Quant(Quant::Q5_0)),
     ];
     for (vocab, h, limit, format) in cases {
         let gpu = match limit {
@@ -361,7 +363,8 @@ fn silu_mul_gather_and_top_k_match_reference() {
 fn lm_head_rows_compute_only_the_chosen_logits() {
     let q8 = WeightFormat::Quant(Quant::Q8_0);
     let q4 = WeightFormat::Quant(Quant::Q4_0);
-    for (limit, format) in [(None, BF16), (Some(2048u64), BF16), (None, q8), (Some(2048), q4)] {
+    let q5 = WeightFormat::Quant(Quant::Q5_0);
+    for (limit, format) in [(None, BF16), (Some(2048u64), BF16), (None, q8), (Some(2048), q4), (Some(4096), q5)] {
         let gpu = match limit {
             Some(l) => small_binding_gpu(l),
             None => gpu(),

@@ -25,14 +25,14 @@ fn quantize_and_dequantize_match_gguf_py() {
     for case in cases {
         let (name, cols) = (case["name"].as_str().unwrap(), case["cols"].as_u64().unwrap() as usize);
         let values = f32s(&case["values"]);
-        for quant in [Quant::Q8_0, Quant::Q4_0] {
+        for quant in [Quant::Q8_0, Quant::Q5_0, Quant::Q4_0] {
             let want = &case[quant.name()];
             let gguf = hex(want["gguf_hex"].as_str().unwrap());
             let per_row = cols / 32 * quant.block_type().bytes();
             for (r, row) in values.chunks(cols).enumerate() {
                 let what = format!("{name} row {r} {}", quant.name());
                 let mut converted = Vec::new();
-                quant.row_from_gguf(quant.block_type(), &gguf[r * per_row..][..per_row], cols, &mut converted);
+                quant.row_from_gguf(&gguf[r * per_row..][..per_row], cols, &mut converted);
                 let mut ours = Vec::new();
                 quant.quantize_row(row, &mut ours);
                 assert_eq!(ours, converted, "{what}: our quantizer vs gguf-py's blocks");

@@ -14,7 +14,7 @@ use onetoken::quant::Quant;
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 use onetoken::weights::{CheckedSink, SafetensorsStream};
 
-const QUANTS: [Quant; 2] = [Quant::Q8_0, Quant::Q4_0];
+const QUANTS: [Quant; 3] = [Quant::Q8_0, Quant::Q5_0, Quant::Q4_0];
 const LOGITS_ALL: Readout = Readout { positions: Positions::All, head: Head::Logits, hidden: false };
 
 fn gpu(kernels: KernelFamily) -> Rc<Gpu> {

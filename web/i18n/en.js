@@ -21,6 +21,7 @@ export default {
   quantLabel: 'weight format',
   quantNone: 'Weights as stored (16-bit)',
   quantQ8: '8-bit (Q8_0): about half the bytes',
+  quantQ5: '5-bit (Q5_0): about a third of the bytes',
   quantQ4: '4-bit (Q4_0): under a third of the bytes',
   syntheticNote: 'Synthetic weights: the timings are real, the answers are meaningless.',
   progress: '{mb} of {total} MB, {rate} MB/s, {left} s left',

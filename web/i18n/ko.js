@@ -21,6 +21,7 @@ export default {
   quantLabel: '가중치 형식',
   quantNone: '저장된 그대로 (16비트)',
   quantQ8: '8비트 (Q8_0): 바이트가 약 절반',
+  quantQ5: '5비트 (Q5_0): 바이트가 약 3분의 1',
   quantQ4: '4비트 (Q4_0): 바이트가 3분의 1 미만',
   syntheticNote: '합성 가중치: 시간은 실제로 측정한 값이지만, 답은 의미가 없습니다.',
   progress: '{total} MB 중 {mb} MB, {rate} MB/s, {left}초 남음',

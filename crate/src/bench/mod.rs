@@ -79,7 +79,7 @@ pub struct DeviceInfo {
 pub struct ModelInfo {
     pub hidden_size: usize,
     pub layers: usize,
-    pub parameters: usize,
+    pub parameters: u64,
     /// How the weight matrices are stored: `bf16`, `f16`, `f32`, `q8_0`, `q4_0`, or
     /// `gguf:<file type>` (a GGUF file's mix, such as `gguf:q4_k_m`).
     pub quant: String,

@@ -136,10 +136,10 @@ struct ModelSource {
 struct ModelArgs {
     #[command(flatten)]
     source: ModelSource,
-    /// Quantize the weight matrices on load: q8_0 or q4_0 (blocks of 32 values with one scale,
-    /// llama.cpp's Q8_0 and Q4_0). Default: as stored (synthetic weights: bf16). A GGUF file's
+    /// Quantize the weight matrices on load: q8_0, q5_0 or q4_0 (blocks of 32 values with one
+    /// scale, llama.cpp's Q8_0, Q5_0 and Q4_0). Default: as stored (synthetic weights: bf16). A GGUF file's
     /// weights are used as stored: there it must name the file's own type, or be left out.
-    #[arg(long, value_name = "q8_0|q4_0")]
+    #[arg(long, value_name = "q8_0|q5_0|q4_0")]
     quant: Option<Quant>,
 }
 

@@ -68,10 +68,15 @@ impl BlockType {
         }
     }
 
-    /// Whether a block converts to `quant`'s GPU layout without loss: Q8_0 and Q4_0 to
-    /// themselves, and Q5_0 to Q8_0 (its 5-bit quants fit 8 bits under the same scale).
-    pub fn converts_exactly_to(self, quant: Quant) -> bool {
-        matches!((self, quant), (BlockType::Q8_0 | BlockType::Q5_0, Quant::Q8_0) | (BlockType::Q4_0, Quant::Q4_0))
+    /// The GPU format that holds these blocks as they are (Q8_0, Q5_0, Q4_0), if any: the
+    /// same scales and quants, rearranged. K-quants have none yet.
+    pub fn gpu_quant(self) -> Option<Quant> {
+        match self {
+            BlockType::Q8_0 => Some(Quant::Q8_0),
+            BlockType::Q5_0 => Some(Quant::Q5_0),
+            BlockType::Q4_0 => Some(Quant::Q4_0),
+            BlockType::Q4_K | BlockType::Q6_K => None,
+        }
     }
 
     /// Appends the values of whole blocks (`bytes.len()` a multiple of [`Self::bytes`]).
@@ -114,7 +119,7 @@ fn q5_0(b: &[u8], out: &mut Vec<f32>) {
 }
 
 /// A Q5_0 block's `q - 16`, in -16..=15, in value order.
-pub(crate) fn q5_0_quants(b: &[u8]) -> [i8; 32] {
+fn q5_0_quants(b: &[u8]) -> [i8; 32] {
     let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
     let qs = &b[6..22];
     std::array::from_fn(|j| {

@@ -107,11 +107,18 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
-    /// A count of items of at least `item_bytes` each: no larger than the header could hold.
+    /// A count of items of at least `item_bytes` each: no larger than the header could hold,
+    /// and the bytes for them present before they are parsed (so a large count neither
+    /// allocates nor restarts parsing before its bytes arrive).
     fn count(&mut self, what: &str, item_bytes: usize) -> Parse<usize> {
         let n = self.u64()?;
-        if n > (MAX_HEADER / item_bytes.max(1)) as u64 {
+        let item_bytes = item_bytes.max(1);
+        if n > (MAX_HEADER / item_bytes) as u64 {
             return bad(format!("{what} count {n} is impossible"));
+        }
+        let needed = self.pos + n as usize * item_bytes;
+        if needed > self.bytes.len() {
+            return Err(HeaderError::Incomplete { needed });
         }
         Ok(n as usize)
     }

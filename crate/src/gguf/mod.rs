@@ -8,7 +8,6 @@ mod header;
 mod vocab;
 
 pub use blocks::BlockType;
-pub(crate) use blocks::q5_0_quants;
 pub use header::{GgufHeader, HeaderError, MAX_HEADER, MetaValue};
 pub use vocab::tokenizer;
 
