@@ -1,5 +1,6 @@
 // A small static file server for the page and the browser tests: correct MIME types (WebAssembly
-// streaming compilation needs application/wasm), no caching, nothing served outside the root.
+// streaming compilation needs application/wasm), no caching, nothing served outside the root,
+// and `Range: bytes=N-` requests (a cut download resumes).
 // Library: `const { url, close } = await startServer(root, port)` (port 0 picks a free one).
 // CLI:     node scripts/static-server.mjs [ROOT] [PORT]   (defaults: web/, $PORT or 8080)
 import { createReadStream } from 'node:fs';
@@ -22,6 +23,7 @@ const MIME = {
   '.png': 'image/png',
   '.ico': 'image/x-icon',
   '.safetensors': 'application/octet-stream',
+  '.gguf': 'application/octet-stream',
 };
 
 /** Resolves a URL path to a file under `root`, or null when it would leave the root. */
@@ -42,7 +44,7 @@ function send(res, status, text) {
   res.end(text + '\n');
 }
 
-async function handle(root, mounts, req, res) {
+async function handle(root, mounts, faults, req, res) {
   if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method not allowed');
   const urlPath = req.url.split(/[?#]/)[0]; // raw: new URL() would hide '..' segments
   // A mount serves another folder under a URL prefix (tests serve fixtures as bundled models).
@@ -59,27 +61,42 @@ async function handle(root, mounts, req, res) {
     info = await stat(file).catch(() => null);
   }
   if (!info?.isFile()) return send(res, 404, `not found: ${urlPath}`);
-  res.writeHead(200, {
+  const fault = faults[urlPath];
+  const range = fault?.ranges === false ? null : /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+  const start = range && Number(range[1]) < info.size ? Number(range[1]) : 0;
+  res.writeHead(start > 0 ? 206 : 200, {
     'Content-Type': MIME[path.extname(file).toLowerCase()] ?? 'application/octet-stream',
-    'Content-Length': info.size,
+    'Content-Length': info.size - start,
     'Cache-Control': 'no-cache',
+    'Accept-Ranges': fault?.ranges === false ? 'none' : 'bytes',
+    ...(start > 0 ? { 'Content-Range': `bytes ${start}-${info.size - 1}/${info.size}` } : {}),
   });
   if (req.method === 'HEAD') return res.end();
-  createReadStream(file)
+  if (fault && start === 0 && fault.cuts > 0) {
+    // A connection dropped mid-download: the first `cutAfter` bytes, then a reset.
+    fault.cuts -= 1;
+    const head = createReadStream(file, { start: 0, end: fault.cutAfter - 1 });
+    head.on('error', () => res.destroy());
+    head.on('end', () => setTimeout(() => res.destroy(), 50));
+    return head.pipe(res, { end: false });
+  }
+  createReadStream(file, { start })
     .on('error', () => res.destroy())
     .pipe(res);
 }
 
 /**
  * Serves `root` on 127.0.0.1:`port` (0: a free port); `mounts` maps URL prefixes such as
- * '/models/tiny/' to other folders.
+ * '/models/tiny/' to other folders. `faults` (for tests) maps URL paths to failures:
+ * `{cutAfter: BYTES, cuts: N}` drops the connection after BYTES of the next N full downloads,
+ * `ranges: false` ignores Range requests (a server that cannot resume).
  * @returns {Promise<{url: string, close: () => Promise<void>}>} url ends with '/'.
  */
-export async function startServer(root, port = 0, mounts = {}) {
+export async function startServer(root, port = 0, mounts = {}, faults = {}) {
   const absRoot = path.resolve(root);
   const absMounts = Object.fromEntries(Object.entries(mounts).map(([k, v]) => [k, path.resolve(v)]));
   const server = createServer((req, res) => {
-    handle(absRoot, absMounts, req, res).catch((e) => {
+    handle(absRoot, absMounts, faults, req, res).catch((e) => {
       if (!res.headersSent) send(res, 500, String(e));
       else res.destroy();
     });

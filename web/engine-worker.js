@@ -9,7 +9,8 @@ import { clearModelCaches, listModelCaches, loadModel } from './models.js';
 let gpu = null;
 let engine = null;
 let wasm = null; // the module's exports: its memory, for the load tests
-let model = null; // {source, info}
+let model = null; // {source, info, uncached}
+let lost = null; // why the GPU device was lost, until the next load
 
 function post(message) {
   self.postMessage(message);
@@ -34,8 +35,16 @@ function coded(code, message) {
 }
 
 function need(what) {
-  if (!what) throw new Error('no model is loaded yet');
+  // After a lost device every call says so, until a load opens a fresh one.
+  if (!what) throw lost ? coded('device_lost', lost) : new Error('no model is loaded yet');
   return what;
+}
+
+/** Opens the GPU device (again, after one was lost). */
+async function openGpu() {
+  const adapter = await adapterInfo();
+  gpu = await WebGpu.open(adapter.cpuLike);
+  return adapter;
 }
 
 const COMMANDS = {
@@ -44,19 +53,26 @@ const COMMANDS = {
     if (!navigator.gpu) {
       throw coded('no_webgpu', 'this browser has no WebGPU (navigator.gpu)');
     }
-    const adapter = await adapterInfo();
-    gpu = await WebGpu.open(adapter.cpuLike);
+    const adapter = await openGpu();
     return { gpu: JSON.parse(gpu.info()), adapter, defaultPrefix: defaultPrefix() };
   },
 
   async load({ source }, progress) {
-    if (!gpu) throw new Error('the GPU is not open (init first)');
+    if (!wasm) throw new Error('the engine is not started (init first)');
     engine?.free();
     engine = null;
     model = null;
-    engine = await loadModel(gpu, source, progress);
-    model = { source, info: JSON.parse(engine.info()) };
+    if (!gpu) await openGpu(); // the device was lost: a fresh one
+    const { engine: loaded, uncached } = await loadModel(gpu, source, progress);
+    engine = loaded;
+    lost = null;
+    model = { source, info: JSON.parse(engine.info()), uncached };
     return model;
+  },
+
+  /** Destroys the GPU device, as a driver reset would (tests of the recovery). */
+  async loseDevice() {
+    need(engine).loseDevice();
   },
 
   async judge({ request, strategy = 'b', topK = 0, sequenceLogprobs = false }, progress) {
@@ -116,8 +132,9 @@ self.onmessage = async ({ data: { id, cmd, args = {} } }) => {
     const code = e?.code ?? 'internal';
     // A lost device leaves the engine unusable: drop it; the page offers a reload.
     if (code === 'device_lost') {
-      engine = null;
-      model = null;
+      engine?.free();
+      gpu?.free();
+      [engine, model, gpu, lost] = [null, null, null, e.message];
     }
     post({ id, error: e?.message ?? String(e), code });
   }

@@ -175,7 +175,7 @@ async function load(source) {
     const result = await client.call('load', { source }, (p) => showProgress(p, t(), fill));
     modelInfo = result.info;
     $('model-progress').hidden = true;
-    $('model-status').textContent = modelLine(source, modelInfo, t(), fill);
+    $('model-status').textContent = modelLine(source, modelInfo, t(), fill, result.uncached);
     $('synthetic-note').hidden = !modelInfo.synthetic;
     refreshCaches(client, t());
     return modelInfo;
@@ -433,6 +433,8 @@ window.onetoken = {
   memory: () => client.call('memory').then((m) => m.wasmBytes),
   /** Full-vocabulary logits of the last position (a diagnostic for tests). */
   logits: (ids) => client.call('logits', { ids }),
+  /** Destroys the GPU device, as a driver reset would: the next run fails and the page offers a reload (tests of the recovery). */
+  loseDevice: () => client.call('loseDevice'),
   /** Re-renders results after a scripted run (the charts of window.onetoken.judge calls). */
   show: (records) => {
     lastJudgments = Array.isArray(records) ? records : [records];

@@ -42,7 +42,7 @@ export function showProgress(p, t, fill) {
 }
 
 /** "Loaded: NAME — its parameters, layers, hidden size, weight format and bytes per step". */
-export function modelLine(source, info, t, fill) {
+export function modelLine(source, info, t, fill, uncached = []) {
   const name = source.kind === 'files' ? source.files.map((f) => f.name).join(', ') : source.name ?? source.url;
   const facts = fill(t.modelFacts, {
     params: formatMillions(info.parameters),
@@ -51,7 +51,10 @@ export function modelLine(source, info, t, fill) {
     quant: info.quant,
     mb: formatMillions(info.decode_bytes),
   });
-  return `${t.loaded}: ${name} — ${facts}`;
+  // Downloads the browser would not keep: the next visit fetches them again.
+  const files = uncached.map((u) => decodeURIComponent(new URL(u.url).pathname.split('/').pop())).join(', ');
+  const note = uncached.length ? ` ${fill(uncached.some((u) => u.quota) ? t.notCachedQuota : t.notCached, { files })}` : '';
+  return `${t.loaded}: ${name} — ${facts}${note}`;
 }
 
 /** Lists the model files in the browser's cache. */

@@ -53,19 +53,28 @@ async function openCache() {
 
 /**
  * Fetches `url` as a stream, from the cache when there, else from the network while a copy
- * goes into the cache. `optional`: a 404 gives null. Returns {body, length, cached}.
+ * goes into the cache (its outcome is added to `writes`, when given). `optional`: a 404 gives
+ * null. Returns {body, length, cached}.
  */
-async function fetchFile(url, { optional = false, useCache = true } = {}) {
+async function fetchFile(url, { optional = false, useCache = true, writes = null } = {}) {
   const cache = useCache ? await openCache() : null;
   const hit = await cache?.match(url);
   // An optional file known to be absent is remembered too, so an offline load needs no network.
   if (hit?.headers.get('x-onetoken-absent')) return null;
-  if (hit) return { body: hit.body, length: Number(hit.headers.get('content-length')) || null, cached: true, url };
+  if (hit) {
+    const length = Number(hit.headers.get('content-length')) || null;
+    return { body: length ? checkedLength(hit.body, length, url, cache) : hit.body, length, cached: true, url };
+  }
   let res;
   try {
     res = await fetch(url);
   } catch (e) {
-    throw coded('download', `${url}: download failed (${e.message}); check the address or the network and retry`);
+    // fetch() says no more for a server that is down than for one that refuses to share its
+    // files with other sites (no CORS headers); name both when the file is on another site.
+    const elsewhere = new URL(url).origin !== self.location.origin;
+    throw coded('download', elsewhere
+      ? `${url}: cannot be read from this page (${e.message}): the server is unreachable, or it does not let other sites read its files (no CORS headers). Check the address, or download the files and choose them as local files`
+      : `${url}: download failed (${e.message}); check the address or the network and retry`);
   }
   if (res.status === 404 && optional) {
     await cache?.put(url, new Response('', { headers: { 'x-onetoken-absent': '1' } })).catch(() => {});
@@ -77,11 +86,36 @@ async function fetchFile(url, { optional = false, useCache = true } = {}) {
   if (cache) {
     const [mine, theirs] = res.body.tee();
     body = mine;
-    cache
-      .put(url, new Response(theirs, { headers: res.headers }))
-      .catch((e) => console.warn(`onetoken: ${url} not cached (${e.name === 'QuotaExceededError' ? 'storage quota exceeded' : e.message})`));
+    const write = cache.put(url, new Response(theirs, { headers: res.headers })).then(
+      () => null,
+      (e) => ({ url, quota: e.name === 'QuotaExceededError', reason: e.message }),
+    );
+    writes?.push(write);
   }
   return { body, length, cached: false, url };
+}
+
+/**
+ * A cached copy's bytes, checked against the length recorded with them: a damaged copy (short
+ * or long) errors with code `cache_damaged` and is removed from the cache, so the weights
+ * stream resumes from the network (see streamInto) and the next load fetches it afresh.
+ */
+function checkedLength(body, expected, url, cache) {
+  let seen = 0;
+  const damaged = (controller) => {
+    cache.delete(url).catch(() => {});
+    controller.error(coded('cache_damaged', `${url}: the cached copy is damaged (${seen} bytes, not ${expected}); it was removed, and the file is fetched again`));
+  };
+  return body.pipeThrough(new TransformStream({
+    transform(chunk, controller) {
+      seen += chunk.byteLength;
+      if (seen > expected) return damaged(controller);
+      controller.enqueue(chunk);
+    },
+    flush(controller) {
+      if (seen !== expected) damaged(controller);
+    },
+  }));
 }
 
 /** An Error with a `code` (as the wasm module's errors carry), so callers never parse messages. */
@@ -89,9 +123,21 @@ function coded(code, message) {
   return Object.assign(new Error(message), { code });
 }
 
-/** Reads a whole (small) file's bytes. */
+/**
+ * Reads a whole (small) file's bytes. Read by hand, not through Response.arrayBuffer(), so the
+ * stream's own error (a damaged cache copy's) is the one reported.
+ */
 async function bytesOf(file) {
-  return new Uint8Array(await new Response(file.body).arrayBuffer());
+  const reader = file.body.getReader();
+  const chunks = [];
+  for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) chunks.push(chunk.value);
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
 }
 
 /**
@@ -119,8 +165,11 @@ async function streamInto(loader, file, onBytes) {
   }
 }
 
-/** Opens a file of a source by name: {body, length, cached, url}, or null if optional and absent. */
-function opener(source) {
+/**
+ * Opens a file of a source by name: {body, length, cached, url}, or null if optional and absent.
+ * Cache writes of downloads go into `writes`.
+ */
+function opener(source, writes) {
   if (source.kind === 'files') {
     const byName = new Map([...source.files].map((f) => [f.name, f]));
     return async (name, { optional = false } = {}) => {
@@ -133,11 +182,12 @@ function opener(source) {
     };
   }
   const base = sourceBase(source);
-  return (name, opts = {}) => fetchFile(new URL(name, base).href, opts);
+  return (name, opts = {}) => fetchFile(new URL(name, base).href, { ...opts, writes });
 }
 
 /**
- * Loads a model and returns a WebEngine. `progress` receives
+ * Loads a model: {engine, uncached}, `uncached` listing the downloads that could not be kept
+ * for offline use ({url, quota, reason}). `progress` receives
  * {phase, file, loaded, total, mbPerS, secondsLeft, cached}.
  */
 export async function loadModel(gpu, source, progress) {
@@ -145,11 +195,19 @@ export async function loadModel(gpu, source, progress) {
     progress({ phase: 'tokenizer' });
     const [tok, cfg] = await Promise.all(['tokenizer.json', 'tokenizer_config.json'].map(async (n) => bytesOf(await fetchFile(new URL(n, TOKENIZER).href, { useCache: false }))));
     progress({ phase: 'weights', file: 'synthetic' });
-    return WebEngine.synthetic(gpu, source.name, tok, cfg, source.quant);
+    return { engine: WebEngine.synthetic(gpu, source.name, tok, cfg, source.quant), uncached: [] };
   }
+  const writes = [];
   const gguf = ggufFile(source);
-  if (gguf) return loadGguf(gpu, gguf, source.quant, progress);
-  const open = opener(source);
+  const engine = gguf ? await loadGguf(gpu, gguf, source.quant, writes, progress) : await loadFolder(gpu, source, writes, progress);
+  // The cache copies finish once the downloads they share a stream with have been read.
+  const uncached = (await Promise.all(writes)).filter(Boolean);
+  return { engine, uncached };
+}
+
+/** A model folder's files: config, safetensors shard by shard, tokenizer. */
+async function loadFolder(gpu, source, writes, progress) {
+  const open = opener(source, writes);
   progress({ phase: 'config' });
   const config = await bytesOf(await open('config.json'));
   const loader = new WebLoader(gpu, config, source.quant);
@@ -187,10 +245,10 @@ function progressMeter(total, progress) {
 }
 
 /** Streams one GGUF file (weights, tokenizer and chat template in one) into the GPU. */
-async function loadGguf(gpu, gguf, quant, progress) {
+async function loadGguf(gpu, gguf, quant, writes, progress) {
   const file = gguf.file
     ? { body: gguf.file.stream(), length: gguf.file.size, cached: false, url: null }
-    : await fetchFile(gguf.url);
+    : await fetchFile(gguf.url, { writes });
   const name = gguf.file?.name ?? decodeURIComponent(new URL(gguf.url).pathname.split('/').pop());
   const loader = new WebGgufLoader(gpu, name, file.length ?? undefined, quant);
   const report = progressMeter(file.length ?? 0, progress);

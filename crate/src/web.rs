@@ -352,6 +352,16 @@ impl WebEngine {
         Ok(self.with(async |e| e.logits(&ids).await).await?.logits)
     }
 
+    /// Destroys the GPU device, as a driver reset or a GPU crash would: the next call fails
+    /// with code `device_lost`. For testing that the page recovers.
+    #[wasm_bindgen(js_name = loseDevice)]
+    pub fn lose_device(&self) -> Result<(), JsValue> {
+        self.with_now(|e| {
+            e.model().gpu().device().destroy();
+            Ok(())
+        })
+    }
+
     /// Token ids of `text` with the model's tokenizer (no chat template).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, JsValue> {
         self.with_now(|e| e.tokenizer().encode(text))

@@ -265,3 +265,71 @@ fn a_gguf_file_is_a_whole_model_for_logits_judge_and_bench() {
     let (ok, _, err) = onetoken(&[&logits[..], &["--quant", "q4_0"]].concat());
     assert!(!ok && err.contains("--quant q4_0 does not match this GGUF file (q8_0)"), "{err}");
 }
+
+/// Resident memory of a running process, in kB (Linux).
+#[cfg(target_os = "linux")]
+fn resident_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn judge_requests_streams_5000_requests_in_batches_with_flat_memory() {
+    use std::io::BufRead;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let colors = ["blue", "red", "yellow", "green"];
+    let jsonl: String = (0..5000)
+        .map(|i| {
+            let choices: Vec<&str> = (0..3).map(|c| colors[(i + c) % 4]).collect();
+            format!("{}\n", serde_json::json!({"user": format!("Question {i}: which color is thing {}?", i * 7 % 97), "choices": choices}))
+        })
+        .collect();
+    let path = scratch("requests-5000.jsonl", &jsonl);
+    let model = fixture("tiny-qwen2").display().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onetoken"))
+        .args(["judge", "--model", &model, "--requests", &path])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (pid, stdout) = (child.id(), child.stdout.take().unwrap());
+    let read = std::sync::Arc::new(AtomicUsize::new(0));
+    let reader = {
+        let read = read.clone();
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            for line in std::io::BufReader::new(stdout).lines() {
+                out.push(serde_json::from_str::<serde_json::Value>(&line.unwrap()).unwrap());
+                read.fetch_add(1, Ordering::Relaxed);
+            }
+            out
+        })
+    };
+    // (lines printed so far, resident kB), sampled while it runs.
+    let mut samples = Vec::new();
+    while !reader.is_finished() {
+        if let Some(kb) = resident_kb(pid) {
+            samples.push((read.load(Ordering::Relaxed), kb));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = reader.join().unwrap();
+    assert!(child.wait().unwrap().success());
+    // 79 batches of at most 64, each its record then its judgments, in order.
+    let records: Vec<&serde_json::Value> = out.iter().filter(|r| r.get("judgments").is_some()).collect();
+    assert_eq!((records.len(), out.len() - records.len()), (79, 5000));
+    assert_eq!(records.iter().map(|r| r["judgments"].as_u64().unwrap()).sum::<u64>(), 5000);
+    assert_eq!(out[0]["judgments"], 64);
+    assert!(out[1..65].iter().all(|r| r.get("choice").is_some()));
+    // Streamed: output came while it ran, not all at the end.
+    assert!(
+        samples.iter().any(|&(lines, _)| lines > 0 && lines < out.len() / 2),
+        "no output before the end: {samples:?}"
+    );
+    // Flat: the peak is within 16 MB of the resident size once a tenth was answered.
+    let early = samples.iter().find(|&&(lines, _)| lines >= out.len() / 10).map(|&(_, kb)| kb).unwrap();
+    let peak = samples.iter().map(|&(_, kb)| kb).max().unwrap();
+    println!("resident memory: {early} kB after a tenth, peak {peak} kB, {} samples", samples.len());
+    assert!(peak <= early + 16 * 1024, "memory grew from {early} kB to {peak} kB");
+}

@@ -18,6 +18,8 @@ export default {
   loading: 'Loading…',
   loaded: 'Loaded',
   modelFacts: '{params}M parameters, {layers} layers, hidden size {hidden}; {quant} weights, {mb} MB read per decode step',
+  notCached: '(Not kept for offline use: {files}; the next visit downloads them again.)',
+  notCachedQuota: "(Not kept for offline use: this site's browser storage is full. {files} will download again next time; clearing the cached models below frees space.)",
   quantLabel: 'weight format',
   quantNone: 'Weights as stored (16-bit)',
   quantQ8: '8-bit (Q8_0): about half the bytes',

@@ -18,6 +18,8 @@ export default {
   loading: '불러오는 중…',
   loaded: '불러옴',
   modelFacts: '매개변수 {params}M개, 층 {layers}개, 은닉 크기 {hidden}; {quant} 가중치, 디코드 한 스텝에 {mb} MB를 읽음',
+  notCached: '(오프라인용으로 저장하지 못함: {files}. 다음 방문 때 다시 내려받습니다.)',
+  notCachedQuota: '(오프라인용으로 저장하지 못함: 이 사이트의 브라우저 저장 공간이 가득 찼습니다. {files}은(는) 다음에 다시 내려받습니다. 아래에서 저장된 모델을 지우면 공간이 생깁니다.)',
   quantLabel: '가중치 형식',
   quantNone: '저장된 그대로 (16비트)',
   quantQ8: '8비트 (Q8_0): 바이트가 약 절반',

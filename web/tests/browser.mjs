@@ -32,14 +32,16 @@ const CHROMIUM_ARGS = [
  * Serves `root` (default web/) and launches Chromium with a fresh profile.
  * `open(relPath)` opens a page and collects its console errors and uncaught exceptions
  * in `errors` (strings); `close()` stops the browser, the server and removes the profile.
+ * `faults`: failures the server injects (see startServer); `webgpu: false` launches Chromium
+ * without its WebGPU switches, as a browser without WebGPU.
  */
-export async function openBrowser({ root = WEB, mounts = {} } = {}) {
+export async function openBrowser({ root = WEB, mounts = {}, faults = {}, webgpu = true } = {}) {
   if (root === WEB) {
     await access(path.join(WEB, 'pkg/onetoken.js')).catch(() => {
       throw new Error('web/pkg/onetoken.js is missing: build it with `bash scripts/build-wasm.sh`');
     });
   }
-  const server = await startServer(root, 0, mounts);
+  const server = await startServer(root, 0, mounts, faults);
   const profile = await mkdtemp(path.join(tmpdir(), 'onetoken-chromium-'));
   let context;
   try {
@@ -47,7 +49,7 @@ export async function openBrowser({ root = WEB, mounts = {} } = {}) {
     context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
-      args: CHROMIUM_ARGS,
+      args: webgpu ? CHROMIUM_ARGS : CHROMIUM_ARGS.filter((a) => !/webgpu|swiftshader/.test(a)),
     });
   } catch (e) {
     await server.close();

@@ -61,9 +61,13 @@ struct JudgeArgs {
     /// One request: {"system": "...", "user": "...", "choices": [...], "prefix": "..."}.
     #[arg(long, conflicts_with = "requests", required_unless_present = "requests")]
     request: Option<PathBuf>,
-    /// Many requests, one JSON object per line, judged as one batch (strategy C).
+    /// Many requests, one JSON object per line, judged in batches (strategy C). Read and
+    /// answered as a stream: each batch prints its record, then its judgments, as it finishes.
     #[arg(long)]
     requests: Option<PathBuf>,
+    /// With --requests: the most requests judged as one batch.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    batch_size: u32,
     /// all, a (token by token, schema), a-free, b (prefill + one token, choice head), b-full-head.
     #[arg(long, default_value = "all")]
     strategy: String,
@@ -266,6 +270,42 @@ fn read_text(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.display().to_string(), source })
 }
 
+/// `judge --requests`: the file read line by line and judged `--batch-size` requests at a time,
+/// each batch printed as it finishes, so memory stays flat however many requests there are.
+fn judge_stream(args: &JudgeArgs, path: &Path) -> Result<()> {
+    use std::io::BufRead;
+    let io = |source| Error::Io { path: path.display().to_string(), source };
+    let lines = std::io::BufReader::new(std::fs::File::open(path).map_err(io)?).lines();
+    let mut engine = engine(&args.source, &args.device)?;
+    let sharing = PrefixSharing::from_flag(args.shared_prefix);
+    let mut judge = |batch: &[JudgeRequest]| -> Result<()> {
+        let (record, judgments) = pollster::block_on(engine.judge_batch(batch, sharing))?;
+        print(&record);
+        judgments.iter().for_each(print);
+        Ok(())
+    };
+    let (mut batch, mut seen) = (Vec::with_capacity(args.batch_size as usize), 0);
+    for (i, line) in lines.enumerate() {
+        let line = line.map_err(io)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        batch.push(read_json(path, &line, Some(i + 1))?);
+        seen += 1;
+        if batch.len() == args.batch_size as usize {
+            judge(&batch)?;
+            batch.clear();
+        }
+    }
+    if seen == 0 {
+        return Err(Error::Input(format!("{}: no requests (one JSON object per line)", path.display())));
+    }
+    if !batch.is_empty() {
+        judge(&batch)?;
+    }
+    Ok(())
+}
+
 /// The engine on this device and model (it sizes itself to each request).
 fn engine(source: &ModelArgs, device: &DeviceArgs) -> Result<Engine> {
     let gpu = device.gpu()?;
@@ -280,21 +320,7 @@ fn print<T: serde::Serialize>(value: &T) {
 
 fn judge(args: JudgeArgs) -> Result<()> {
     if let Some(path) = &args.requests {
-        let text = read_text(path)?;
-        let reqs: Vec<JudgeRequest> = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| read_json(path, l, Some(i + 1)))
-            .collect::<Result<_>>()?;
-        let mut engine = engine(&args.source, &args.device)?;
-        let (record, judgments) =
-            pollster::block_on(engine.judge_batch(&reqs, PrefixSharing::from_flag(args.shared_prefix)))?;
-        print(&record);
-        for j in &judgments {
-            print(j);
-        }
-        return Ok(());
+        return judge_stream(&args, path);
     }
     let path = args.request.as_ref().expect("clap requires --request or --requests");
     let req: JudgeRequest = read_json(path, &read_text(path)?, None)?;

@@ -1,0 +1,143 @@
+// The download and device rows of the bad-input table, in the page: a 404 address, a server
+// without CORS, a download cut in the middle (resumed where the server allows it, else a clear
+// error and a clean retry), the site's storage quota exceeded, a damaged cached copy, a GPU
+// device lost in the middle of the work, and a browser without WebGPU. Each says what happened, keeps what was typed,
+// and the next run works.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { startServer } from '../../scripts/static-server.mjs';
+import { openBrowser, TINY } from './browser.mjs';
+
+const IDS = [1, 5, 9, 200];
+const REQUEST = { user: 'Which color is the sky?', choices: ['blue', 'red', 'yellow'] };
+let browser;
+let page;
+let elsewhere; // another origin, serving the tiny model without CORS headers
+let want; // the tiny model's logits, loaded without faults
+
+/** `load(source)` in the page: 'loaded', or the error's message. */
+function load(source) {
+  return page.evaluate((s) => window.onetoken.load(s).then(() => 'loaded', (e) => e.message), source);
+}
+
+async function assertStillWorks(what) {
+  assert.equal(await page.inputValue('#question'), 'Mine, still?', `${what}: the typed question is kept`);
+  assert.equal(await load({ kind: 'folder', name: 'tiny-qwen2' }), 'loaded', `${what}: the next load works`);
+  const record = await page.evaluate((r) => window.onetoken.judge(r), REQUEST);
+  assert.ok(record.choice, `${what}: the next judgment works`);
+}
+
+before(async () => {
+  elsewhere = await startServer(TINY);
+  browser = await openBrowser({
+    mounts: {
+      '/models/tiny-qwen2/': TINY,
+      '/models/cut-once/': TINY,
+      '/models/cut-always/': TINY,
+      '/models/quota/': TINY,
+      '/models/cached/': TINY,
+    },
+    faults: {
+      '/models/cut-once/model.safetensors': { cutAfter: 100_000, cuts: 1 },
+      '/models/cut-always/model.safetensors': { cutAfter: 100_000, cuts: Infinity, ranges: false },
+    },
+  });
+  ({ page } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
+  await page.evaluate(() => window.onetoken.ready);
+  await page.fill('#question', 'Mine, still?');
+  want = await page.evaluate((ids) => window.onetoken.logits(ids), IDS);
+});
+
+after(async () => {
+  await browser?.close();
+  await elsewhere?.close();
+});
+
+test('a 404 address names the missing file', async () => {
+  const message = await load({ kind: 'url', url: new URL('/models/missing/', browser.url).href });
+  assert.match(message, /models\/missing\/config\.json: HTTP 404/);
+  await assertStillWorks('404');
+});
+
+test('a server without CORS headers is named as a possible cause', async () => {
+  const message = await load({ kind: 'url', url: elsewhere.url });
+  assert.match(message, /config\.json: cannot be read from this page .*does not let other sites read its files \(no CORS headers\)/);
+  await assertStillWorks('no CORS');
+});
+
+test('a download cut in the middle resumes where it stopped and gives the same model', async () => {
+  assert.equal(await load({ kind: 'folder', name: 'cut-once' }), 'loaded');
+  const logits = await page.evaluate((ids) => window.onetoken.logits(ids), IDS);
+  assert.deepEqual(logits, want, 'the resumed download gives the same weights');
+  // The cut copy could not go into the cache: the status says so.
+  assert.match(await page.textContent('#model-status'), /Not kept for offline use: model\.safetensors/);
+});
+
+test('a download cut where the server cannot resume fails clearly, and a retry starts clean', async () => {
+  const message = await load({ kind: 'folder', name: 'cut-always' });
+  assert.match(message, /model\.safetensors: download interrupted after 0\.1 MB and the server does not allow resuming; press load to retry/);
+  await assertStillWorks('cut without resume');
+});
+
+test("a full storage quota is reported, and the model still loads", async () => {
+  const cdp = await page.context().newCDPSession(page);
+  const origin = new URL(browser.url).origin;
+  await cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: 20_000 });
+  try {
+    assert.equal(await load({ kind: 'folder', name: 'quota' }), 'loaded');
+    assert.match(await page.textContent('#model-status'), /this site's browser storage is full\. .*model\.safetensors.* will download again next time/);
+  } finally {
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin });
+  }
+});
+
+test('a damaged cached copy is detected, removed and fetched again', async () => {
+  const base = new URL('/models/cached/', browser.url).href;
+  /** Puts the first bytes of `name` in the model cache, recorded with its full length. */
+  const damage = (name, keep) => page.evaluate(async ({ url, keep }) => {
+    const full = await (await fetch(url)).arrayBuffer();
+    const cache = await caches.open('onetoken-models-v1');
+    await cache.put(url, new Response(full.slice(0, keep), { headers: { 'content-length': String(full.byteLength) } }));
+  }, { url: base + name, keep });
+  const cached = (name) => page.evaluate(async (url) => {
+    const hit = await (await caches.open('onetoken-models-v1')).match(url);
+    return hit ? (await hit.arrayBuffer()).byteLength : null;
+  }, base + name);
+  // The weights: the load goes on from the network where the damaged copy ends.
+  await damage('model.safetensors', 150_000);
+  assert.equal(await load({ kind: 'folder', name: 'cached' }), 'loaded');
+  assert.deepEqual(await page.evaluate((ids) => window.onetoken.logits(ids), IDS), want);
+  assert.equal(await cached('model.safetensors'), null, 'the damaged copy is gone');
+  // A small file read whole: the load names it; the next one fetches it again.
+  await damage('config.json', 10);
+  assert.match(await load({ kind: 'folder', name: 'cached' }), /cached\/config\.json: the cached copy is damaged \(10 bytes, not \d+\); it was removed/);
+  assert.equal(await load({ kind: 'folder', name: 'cached' }), 'loaded');
+});
+
+test('a GPU device lost in the middle of the work: the page says so, keeps the inputs and recovers', async () => {
+  await page.evaluate(() => window.onetoken.loseDevice());
+  const code = await page.evaluate((r) => window.onetoken.judge(r).then(() => 'answered', (e) => e.code), REQUEST);
+  assert.equal(code, 'device_lost');
+  await page.click('button.run[data-strategy=b]');
+  await page.waitForFunction(() => !document.getElementById('error').hidden);
+  assert.match(await page.textContent('#error-text'), /The GPU device was lost/);
+  assert.equal(await page.isVisible('#reload'), true, 'a reload button is offered');
+  await page.click('#reload');
+  await page.waitForFunction(() => /Loaded/.test(document.getElementById('model-status').textContent));
+  assert.deepEqual(await page.evaluate((ids) => window.onetoken.logits(ids), IDS), want, 'a fresh device, the same model');
+  await assertStillWorks('lost device');
+});
+
+test('a browser without WebGPU is told which browsers work, and typing still works', async () => {
+  const plain = await openBrowser({ webgpu: false });
+  try {
+    const { page: bare } = await plain.open('index.html?lang=en');
+    await bare.waitForFunction(() => !document.getElementById('error').hidden);
+    const text = await bare.textContent('#error-text');
+    assert.match(text, /no WebGPU\. Use a recent Chrome or Edge .*Safari 26/);
+    await bare.fill('#question', 'typed anyway');
+    assert.equal(await bare.inputValue('#question'), 'typed anyway');
+  } finally {
+    await plain.close();
+  }
+});
