@@ -2,8 +2,9 @@
 // matmul's tiles would leave most of a GPU idle. K must be a multiple of 8 (every Qwen2.5 size
 // is; other K go to matmul). Token rows are taken 8 at a time (B <= 8 per block). A 16-byte
 // load holds 8 values of a 16-bit row, 4 of an f32 row, 16 of a Q8_0 row (half a block) or a
-// whole Q4_0 block (or Q5_0 block's nibbles, with one more word of fifth bits); a quantized
-// load's dot product is scaled once by its block's scale.
+// whole Q4_0 block (or a Q5_0 or Q4_K block's nibbles, with one more word of fifth bits, or
+// the super-block's scales); a quantized load's dot product is scaled once by its block's
+// scale (Q4_K: less its min times the sum of the token row's values there).
 // Decode is bandwidth-bound, so the weights are streamed once, 16 bytes per load: LANES
 // threads walk a weight row along K, neighbours reading neighbouring 16-byte words
 // (coalesced), each dotting them with all B token rows; the partial sums of a row meet in
@@ -22,7 +23,7 @@ fn values_per_load() -> u32 {
     switch DTYPE {
         case 2u: { return 4u; }
         case 3u: { return 16u; }
-        case 4u, 5u: { return 32u; }
+        case 4u, 5u, 6u: { return 32u; }
         default: { return 8u; }
     }
 }
@@ -46,6 +47,13 @@ fn row_dot(b: u32, i: u32, wv: vec4<u32>, high: u32) -> f32 {
                 + dot(unpack_q4_lo(wv.y), x[at + 2u]) + dot(unpack_q4_hi(wv.y), x[at + 3u])
                 + dot(unpack_q4_lo(wv.z), x[at + 4u]) + dot(unpack_q4_hi(wv.z), x[at + 5u])
                 + dot(unpack_q4_lo(wv.w), x[at + 6u]) + dot(unpack_q4_hi(wv.w), x[at + 7u]);
+        }
+        case 6u: {
+            let at = b * k4 + 8u * i;
+            return dot(unpack_nibbles_lo(wv.x), x[at]) + dot(unpack_nibbles_hi(wv.x), x[at + 1u])
+                + dot(unpack_nibbles_lo(wv.y), x[at + 2u]) + dot(unpack_nibbles_hi(wv.y), x[at + 3u])
+                + dot(unpack_nibbles_lo(wv.z), x[at + 4u]) + dot(unpack_nibbles_hi(wv.z), x[at + 5u])
+                + dot(unpack_nibbles_lo(wv.w), x[at + 6u]) + dot(unpack_nibbles_hi(wv.w), x[at + 7u]);
         }
         case 5u: {
             let at = b * k4 + 8u * i;
@@ -75,14 +83,35 @@ fn load_fifth_bits(base: u32, i: u32) -> u32 {
     return w[at / 4u][at % 4u];
 }
 
-// The scale of load i of the row starting at word `base` (1 for float rows).
-fn load_scale(base: u32, i: u32) -> f32 {
+// The scale and min of load i of the row starting at word `base`: (1, 0) for float rows,
+// (the block's scale, 0) for Q8_0, Q5_0 and Q4_0, a Q4_K block's scale and min.
+fn load_scale_min(base: u32, i: u32) -> vec2<f32> {
     if DTYPE < 3u {
-        return 1.0;
+        return vec2<f32>(1.0, 0.0);
+    }
+    if DTYPE == 6u {
+        let head = base + quant_words(shape.k) + i / 8u * 4u;  // 16-byte aligned
+        return q4k_scale_min(w[head / 4u], i % 8u);
     }
     let block = select(i, i / 2u, DTYPE == 3u);
     let at = base + quant_words(shape.k) + block / 2u;
-    return pick_scale(w[at / 4u][at % 4u], block);
+    return vec2<f32>(pick_scale(w[at / 4u][at % 4u], block), 0.0);
+}
+
+// The sum of token row b's values under load i (a Q4_K block's min multiplies it).
+fn row_sum(b: u32, i: u32) -> f32 {
+    let at = b * (shape.k / 4u) + 8u * i;
+    let s = x[at] + x[at + 1u] + x[at + 2u] + x[at + 3u] + x[at + 4u] + x[at + 5u] + x[at + 6u] + x[at + 7u];
+    return s.x + s.y + s.z + s.w;
+}
+
+// Token row b times load i of a weight row, scaled: `sm` is the load's scale and min.
+fn load_dot(b: u32, i: u32, wv: vec4<u32>, high: u32, sm: vec2<f32>) -> f32 {
+    var t = sm.x * row_dot(b, i, wv, high);
+    if DTYPE == 6u {
+        t -= sm.y * row_sum(b, i);
+    }
+    return t;
 }
 
 @compute @workgroup_size(32, 8)
@@ -108,17 +137,17 @@ fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
         let base = n * row_words(shape.k);  // a multiple of 4: rows are 16-byte aligned
         for (var i = lane; i < loads; i += LANES) {
             let wv = w[base / 4u + i];
-            let d = load_scale(base, i);
+            let sm = load_scale_min(base, i);
             let h = load_fifth_bits(base, i);
-            lo.x += d * row_dot(b0, i, wv, h);
-            if b_count > 1u { lo.y += d * row_dot(b0 + 1u, i, wv, h); }
-            if b_count > 2u { lo.z += d * row_dot(b0 + 2u, i, wv, h); }
-            if b_count > 3u { lo.w += d * row_dot(b0 + 3u, i, wv, h); }
+            lo.x += load_dot(b0, i, wv, h, sm);
+            if b_count > 1u { lo.y += load_dot(b0 + 1u, i, wv, h, sm); }
+            if b_count > 2u { lo.z += load_dot(b0 + 2u, i, wv, h, sm); }
+            if b_count > 3u { lo.w += load_dot(b0 + 3u, i, wv, h, sm); }
             if b_count > 4u {
-                hi.x += d * row_dot(b0 + 4u, i, wv, h);
-                if b_count > 5u { hi.y += d * row_dot(b0 + 5u, i, wv, h); }
-                if b_count > 6u { hi.z += d * row_dot(b0 + 6u, i, wv, h); }
-                if b_count > 7u { hi.w += d * row_dot(b0 + 7u, i, wv, h); }
+                hi.x += load_dot(b0 + 4u, i, wv, h, sm);
+                if b_count > 5u { hi.y += load_dot(b0 + 5u, i, wv, h, sm); }
+                if b_count > 6u { hi.z += load_dot(b0 + 6u, i, wv, h, sm); }
+                if b_count > 7u { hi.w += load_dot(b0 + 7u, i, wv, h, sm); }
             }
         }
     }

@@ -1,11 +1,13 @@
 // Packed weights: a matrix stays in its file's form, two 16-bit values per u32 word (bf16 or
 // f16) or one f32 per word, or is quantized in blocks of 32 values with one f16 scale each
 // (Q8_0: a signed byte per value; Q4_0: a nibble per value, minus 8; Q5_0: a nibble plus a
-// fifth bit per value, minus 16). A quantized row holds its quants in value order (Q5_0: then
-// one word of fifth bits per block, padded to 16 bytes), then its scales two per word, padded
-// to 16 bytes (quant.rs). Values are widened here; all arithmetic is f32, so `shader-f16` is
-// never needed. Prepended to every kernel that reads a weight matrix.
-// DTYPE: 0 = bf16, 1 = f16, 2 = f32, 3 = q8_0, 4 = q4_0, 5 = q5_0.
+// fifth bit per value, minus 16), or in GGUF's Q4_K super-blocks of 256 (a nibble per value;
+// each block of 32 with a 6-bit scale and min under the super-block's f16 d and dmin). A
+// quantized row holds its quants in value order (Q5_0: then one word of fifth bits per block,
+// padded to 16 bytes), then its scales two per word, padded to 16 bytes (Q4_K: 16 bytes per
+// super-block, as GGUF has them) (quant.rs). Values are widened here; all arithmetic is f32, so
+// `shader-f16` is never needed. Prepended to every kernel that reads a weight matrix.
+// DTYPE: 0 = bf16, 1 = f16, 2 = f32, 3 = q8_0, 4 = q4_0, 5 = q5_0, 6 = q4_k.
 override DTYPE: u32 = 0u;
 
 // The two 16-bit values of one word (DTYPE 0 or 1), low half first.
@@ -42,7 +44,34 @@ fn unpack_q5_hi(word: u32, high: u32) -> vec4<f32> {
     return unpack_q5_lo(word >> 16u, high >> 4u);
 }
 
-// Words of a quantized row's quants (DTYPE 3, 4 or 5; Q5_0's fifth bits included).
+// Values 0..3 and 4..7 of a Q4_K word: its nibbles, unsigned.
+fn unpack_nibbles_lo(word: u32) -> vec4<f32> {
+    return vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
+}
+fn unpack_nibbles_hi(word: u32) -> vec4<f32> {
+    return unpack_nibbles_lo(word >> 16u);
+}
+
+// Scale and min of block j (0..7) of a Q4_K super-block, from its 4 words: d and dmin (f16),
+// then 12 bytes s[0..12] of 6-bit scales and mins packed as llama.cpp packs them (blocks 0..3:
+// the low 6 bits of s[j] and s[j + 4]; blocks 4..7: the nibbles of s[j + 4] and the top 2 bits
+// of s[j - 4] and s[j]).
+fn q4k_scale_min(words: vec4<u32>, j: u32) -> vec2<f32> {
+    let dm = unpack2x16float(words.x);
+    let at = 8u * (j % 4u);
+    let a = extractBits(words.y, at, 8u);  // s[j % 4]
+    let b = extractBits(words.z, at, 8u);  // s[j % 4 + 4]
+    let c = extractBits(words.w, at, 8u);  // s[j % 4 + 8]
+    var scale = a & 63u;
+    var min = b & 63u;
+    if j >= 4u {
+        scale = (c & 15u) | ((a >> 6u) << 4u);
+        min = (c >> 4u) | ((b >> 6u) << 4u);
+    }
+    return vec2<f32>(dm.x * f32(scale), dm.y * f32(min));
+}
+
+// Words of a quantized row's quants (DTYPE 3, 4, 5 or 6; Q5_0's fifth bits included).
 fn quant_words(cols: u32) -> u32 {
     switch DTYPE {
         case 3u: { return cols / 4u; }
@@ -61,6 +90,7 @@ fn row_words(cols: u32) -> u32 {
     switch DTYPE {
         case 2u: { return cols; }
         case 3u, 4u, 5u: { return quant_words(cols) + (cols / 32u + 7u) / 8u * 4u; }
+        case 6u: { return quant_words(cols) + cols / 64u; }
         default: { return cols / 2u; }
     }
 }

@@ -27,6 +27,14 @@ fn weight_pair_at(base: u32, p: u32, cols: u32) -> vec2<f32> {
             let d = pick_scale(w[base + quant_words(cols) + v / 64u], v / 32u);
             return (vec2<f32>(q) - zero) * d;
         }
+        case 6u: {
+            let v = 2u * p;
+            let word = w[base + v / 8u] >> (4u * (v % 8u));
+            let q = vec2<f32>(f32(word & 15u), f32((word >> 4u) & 15u));
+            let head = base + quant_words(cols) + v / 256u * 4u;
+            let dm = q4k_scale_min(vec4<u32>(w[head], w[head + 1u], w[head + 2u], w[head + 3u]), v / 32u % 8u);
+            return q * dm.x - dm.y;
+        }
         default: {
             return unpack_word(w[base + p]);
         }

@@ -47,6 +47,7 @@ impl WeightFormat {
             WeightFormat::Quant(Quant::Q8_0) => 3,
             WeightFormat::Quant(Quant::Q4_0) => 4,
             WeightFormat::Quant(Quant::Q5_0) => 5,
+            WeightFormat::Quant(Quant::Q4_K) => 6,
         }
     }
 
@@ -127,12 +128,20 @@ impl WeightFormat {
 /// Values per block, each block with one scale.
 pub const BLOCK: usize = 32;
 
+/// Values per Q4_K super-block.
+const K_BLOCK: usize = 256;
+
 /// A quantized format of weight matrices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)] // ggml's names
 pub enum Quant {
     Q8_0,
     Q5_0,
     Q4_0,
+    /// llama.cpp's Q4_K, for GGUF files (not offered for quantizing on load): super-blocks of
+    /// 256 values in eight blocks of 32, each with a 6-bit scale and min under the super-block's
+    /// f16 `d` and `dmin`: `x = d * scale * q - dmin * min`, q a nibble.
+    Q4_K,
 }
 
 impl std::str::FromStr for Quant {
@@ -155,6 +164,7 @@ impl Quant {
             Quant::Q8_0 => "q8_0",
             Quant::Q5_0 => "q5_0",
             Quant::Q4_0 => "q4_0",
+            Quant::Q4_K => "q4_k",
         }
     }
 
@@ -164,6 +174,7 @@ impl Quant {
             Quant::Q8_0 => BlockType::Q8_0,
             Quant::Q5_0 => BlockType::Q5_0,
             Quant::Q4_0 => BlockType::Q4_0,
+            Quant::Q4_K => BlockType::Q4_K,
         }
     }
 
@@ -172,33 +183,39 @@ impl Quant {
         match self {
             Quant::Q8_0 => cols,
             Quant::Q5_0 => cols / 2 + (4 * cols / BLOCK).next_multiple_of(16),
-            Quant::Q4_0 => cols / 2,
+            Quant::Q4_0 | Quant::Q4_K => cols / 2,
         }
     }
 
-    /// Bytes of one row's scales, padded to 16.
-    pub fn scale_bytes(cols: usize) -> usize {
-        (2 * cols / BLOCK).next_multiple_of(16)
-    }
-
-    /// Bytes of one row on the GPU: quants, then padded scales.
+    /// Bytes of one row on the GPU: quants, then scales (f16 per block, padded to 16; Q4_K: 16
+    /// bytes per super-block, `d`, `dmin` and the packed scales and mins as GGUF has them).
     pub fn row_bytes(self, cols: usize) -> usize {
-        self.quant_bytes(cols) + Self::scale_bytes(cols)
+        let scales = match self {
+            Quant::Q4_K => cols / K_BLOCK * 16,
+            _ => (2 * cols / BLOCK).next_multiple_of(16),
+        };
+        self.quant_bytes(cols) + scales
     }
 
     /// Checks that rows of `cols` values can be quantized (whole blocks).
     pub fn check_cols(self, tensor: &str, cols: usize) -> Result<()> {
-        if cols == 0 || !cols.is_multiple_of(BLOCK) {
+        let block = self.block_type().values();
+        if cols == 0 || !cols.is_multiple_of(block) {
             return Err(Error::Input(format!(
-                "{tensor}: {} needs rows of a multiple of {BLOCK} values, not {cols}",
+                "{tensor}: {} needs rows of a multiple of {block} values, not {cols}",
                 self.name()
             )));
         }
         Ok(())
     }
 
-    /// Appends one row (`values.len()` a multiple of [`BLOCK`]) in the GPU layout.
+    /// Appends one row (`values.len()` a multiple of [`BLOCK`], of 256 for Q4_K) in the GPU
+    /// layout.
     pub fn quantize_row(self, values: &[f32], out: &mut Vec<u8>) {
+        if self == Quant::Q4_K {
+            let blocks: Vec<u8> = values.chunks_exact(K_BLOCK).flat_map(quantize_q4_k_block).collect();
+            return self.row_from_gguf(&blocks, values.len(), out);
+        }
         let start = out.len();
         let mut scales = Vec::with_capacity(values.len() / BLOCK);
         let mut high_bits = Vec::new();
@@ -206,7 +223,7 @@ impl Quant {
             let (d, quants) = match self {
                 Quant::Q8_0 => quantize_q8_0(block),
                 Quant::Q5_0 => quantize_symmetric(block, 16),
-                Quant::Q4_0 => quantize_symmetric(block, 8),
+                Quant::Q4_0 | Quant::Q4_K => quantize_symmetric(block, 8), // Q4_K: returned above
             };
             scales.push(d);
             match self {
@@ -237,6 +254,13 @@ impl Quant {
                     Quant::Q8_0 => f32::from(row[i] as i8),
                     Quant::Q5_0 => f32::from(nibble | (((high[4 * b + i % BLOCK / 8] >> (i % 8)) & 1) << 4)) - 16.0,
                     Quant::Q4_0 => f32::from(nibble) - 8.0,
+                    Quant::Q4_K => {
+                        // The super-block's d, dmin and packed scales, then ggml's arithmetic.
+                        let head = &row[cols / 2 + 16 * (i / K_BLOCK)..][..16];
+                        let half = |at: usize| half::f16::from_le_bytes([head[at], head[at + 1]]).to_f32();
+                        let (scale, min) = crate::gguf::scale_min_k4(b % 8, &head[4..]);
+                        return half(0) * f32::from(scale) * f32::from(nibble) - half(2) * f32::from(min);
+                    }
                 };
                 q * d
             })
@@ -248,12 +272,18 @@ impl Quant {
     pub fn row_from_gguf(self, blocks: &[u8], cols: usize, out: &mut Vec<u8>) {
         let start = out.len();
         let block_bytes = self.block_type().bytes();
-        let blocks = &blocks[..cols / BLOCK * block_bytes];
+        let blocks = &blocks[..cols / self.block_type().values() * block_bytes];
         for block in blocks.chunks_exact(block_bytes) {
             match self {
                 Quant::Q8_0 => out.extend_from_slice(&block[2..]),
                 Quant::Q5_0 => out.extend(nibbles_in_value_order(&block[6..])),
                 Quant::Q4_0 => out.extend(nibbles_in_value_order(&block[2..])),
+                // Eight blocks of 32: block 2p's values in the low nibbles of bytes 32p..32p+32,
+                // block 2p + 1's in the high ones.
+                Quant::Q4_K => out.extend((0..K_BLOCK / 2).map(|k| {
+                    let nibble = |v: usize| (block[16 + 32 * (v / 64) + v % 32] >> (4 * (v / 32 % 2))) & 15;
+                    nibble(2 * k) | (nibble(2 * k + 1) << 4)
+                })),
             }
         }
         if self == Quant::Q5_0 {
@@ -262,8 +292,9 @@ impl Quant {
             }
             out.resize(start + self.quant_bytes(cols), 0);
         }
+        let scales = if self == Quant::Q4_K { 16 } else { 2 };
         for block in blocks.chunks_exact(block_bytes) {
-            out.extend_from_slice(&block[..2]);
+            out.extend_from_slice(&block[..scales]);
         }
         out.resize(start + self.row_bytes(cols), 0);
     }
@@ -288,6 +319,44 @@ fn quantize_q8_0(x: &[f32]) -> (half::f16, Vec<i8>) {
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     (half::f16::from_f32(d), x.iter().map(|v| (v * id).round() as i8).collect())
+}
+
+/// A Q4_K super-block of 256 values in GGUF's layout, by a plain rule: each block of 32 gets
+/// scale `(max - min) / 15` and min `-min` (min at most 0), both rounded to 6 bits under the
+/// super-block's f16 `d` and `dmin`. Simpler than llama.cpp's search (which GGUF files come
+/// with); it serves tests and the CPU reference's checks of the layout.
+fn quantize_q4_k_block(x: &[f32]) -> Vec<u8> {
+    let ranges: Vec<(f32, f32)> = x
+        .chunks_exact(BLOCK)
+        .map(|b| {
+            let lo = b.iter().fold(0.0f32, |m, &v| m.min(v));
+            let hi = b.iter().fold(lo, |m, &v| m.max(v));
+            ((hi - lo) / 15.0, -lo)
+        })
+        .collect();
+    let d = half::f16::from_f32(ranges.iter().fold(0.0f32, |m, r| m.max(r.0)) / 63.0);
+    let dmin = half::f16::from_f32(ranges.iter().fold(0.0f32, |m, r| m.max(r.1)) / 63.0);
+    let six = |v: f32, unit: f32| if unit > 0.0 { (v / unit).round().clamp(0.0, 63.0) as u8 } else { 0 };
+    let sc: Vec<u8> = ranges.iter().map(|r| six(r.0, d.to_f32())).collect();
+    let mn: Vec<u8> = ranges.iter().map(|r| six(r.1, dmin.to_f32())).collect();
+    let mut block = [d.to_le_bytes(), dmin.to_le_bytes()].concat();
+    let mut packed = [0u8; 12];
+    for j in 0..4 {
+        packed[j] = (sc[j] & 63) | ((sc[j + 4] >> 4) << 6);
+        packed[j + 4] = (mn[j] & 63) | ((mn[j + 4] >> 4) << 6);
+        packed[j + 8] = (sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4);
+    }
+    block.extend(packed);
+    let mut qs = [0u8; 128];
+    for (j, b) in x.chunks_exact(BLOCK).enumerate() {
+        let (d1, m1) = (d.to_f32() * f32::from(sc[j]), dmin.to_f32() * f32::from(mn[j]));
+        for (i, &v) in b.iter().enumerate() {
+            let q = if d1 > 0.0 { ((v + m1) / d1).round().clamp(0.0, 15.0) as u8 } else { 0 };
+            qs[32 * (j / 2) + i] |= q << (4 * (j % 2));
+        }
+    }
+    block.extend(qs);
+    block
 }
 
 /// A GGUF block's 16 bytes of 4-bit quants (byte j: value j in its low nibble, value j + 16 in
@@ -347,6 +416,31 @@ mod tests {
     }
 
     #[test]
+    fn q4_k_keeps_ggml_layout_and_values_within_a_step() {
+        let x = ramp(2 * 512);
+        let back = Quant::Q4_K.round(&x, 512);
+        for (block, got) in x.chunks(BLOCK).zip(back.chunks(BLOCK)) {
+            let lo = block.iter().fold(0.0f32, |m, &v| m.min(v));
+            let hi = block.iter().fold(lo, |m, &v| m.max(v));
+            // A step of (hi - lo) / 15, with its 6-bit scale and min rounded: a step at most.
+            let step = (hi - lo) / 15.0;
+            for (a, b) in block.iter().zip(got) {
+                assert!((a - b).abs() <= step, "{a} -> {b} (step {step})");
+            }
+        }
+        // GGUF blocks come back exactly as ggml dequantizes them.
+        let blocks: Vec<u8> = x[..512].chunks(K_BLOCK).flat_map(quantize_q4_k_block).collect();
+        let mut row = Vec::new();
+        Quant::Q4_K.row_from_gguf(&blocks, 512, &mut row);
+        assert_eq!(row.len(), Quant::Q4_K.row_bytes(512));
+        assert_eq!(row.len(), 256 + 2 * 16);
+        let mut ggml = Vec::new();
+        BlockType::Q4_K.dequantize(&blocks, &mut ggml);
+        assert_eq!(Quant::Q4_K.dequantize_row(&row, 512), ggml);
+        assert!(Quant::Q4_K.check_cols("w", 896).is_err(), "rows of whole super-blocks");
+    }
+
+    #[test]
     fn round_trips_stay_within_a_step() {
         let x = ramp(3 * 64);
         for q in [Quant::Q8_0, Quant::Q5_0, Quant::Q4_0] {
@@ -359,6 +453,7 @@ mod tests {
                     Quant::Q8_0 => (amax / 127.0, 127.0, 0.5),
                     Quant::Q5_0 => (amax / 16.0, 16.0, 1.0),
                     Quant::Q4_0 => (amax / 8.0, 8.0, 1.0),
+                    Quant::Q4_K => unreachable!("not in the list"),
                 };
                 let bound = steps * step + top * step / 2048.0 + 1e-6;
                 for (a, b) in block.iter().zip(got) {

@@ -13,13 +13,14 @@ use onetoken::weights::Dtype;
 
 const BF16: WeightFormat = WeightFormat::Float(Dtype::BF16);
 /// Every format a weight matrix can have on the GPU.
-const FORMATS: [WeightFormat; 6] = [
+const FORMATS: [WeightFormat; 7] = [
     BF16,
     WeightFormat::Float(Dtype::F16),
     WeightFormat::Float(Dtype::F32),
     WeightFormat::Quant(Quant::Q8_0),
     WeightFormat::Quant(Quant::Q5_0),
     WeightFormat::Quant(Quant::Q4_0),
+    WeightFormat::Quant(Quant::Q4_K),
 ];
 
 fn gpu() -> Gpu {
@@ -69,7 +70,7 @@ fn linear_matches_reference_at_odd_and_real_sizes() {
 fn linear_cases(gpu: &Gpu, family: KernelFamily) {
     // (M, K, N): decode rows (matvec when K % 8 == 0) and prefill tiles (matmul, 32 x 32 tiles
     // for small grids, 64 x 64 for large), odd and real sizes.
-    let cases = [
+    let cases: [(usize, usize, usize); _] = [
         (1, 6, 5),
         (3, 70, 33),
         (8, 130, 67),
@@ -86,12 +87,16 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
         (33, 896, 896),  // the fewest matmul takes when K allows matvec
         (3, 96, 33),     // quantized blocks at odd M and N: matvec
         (67, 160, 129),  // and matmul
+        (3, 256, 33),    // Q4_K super-blocks at odd M and N: matvec
+        (67, 512, 129),  // and matmul
     ];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for format in FORMATS {
             let quantized = matches!(format, WeightFormat::Quant(_));
-            if quantized && k % 32 != 0 {
-                continue; // quantized rows are whole blocks of 32
+            if let WeightFormat::Quant(q) = format
+                && !k.is_multiple_of(q.block_type().values())
+            {
+                continue; // quantized rows are whole blocks (of 32; Q4_K: 256)
             }
             // Float formats differ in unpacking only: the big cases stay bf16. Quantized ones
             // also cover the real sizes of decode (matvec) and prefill (matmul), but not the
@@ -153,6 +158,7 @@ fn embedding_gathers_rows_across_chunks() {
         (1000, 896, None, WeightFormat::Quant(Quant::Q8_0)),
         (517, 96, Some(1024), WeightFormat::Quant(Quant::Q4_0)),
         (517, 160, Some(1024), WeightFormat::Quant(Quant::Q5_0)),
+        (517, 512, Some(4096), WeightFormat::Quant(Quant::Q4_K)),
     ];
     for (vocab, h, limit, format) in cases {
         let gpu = match limit {
@@ -364,12 +370,16 @@ fn lm_head_rows_compute_only_the_chosen_logits() {
     let q8 = WeightFormat::Quant(Quant::Q8_0);
     let q4 = WeightFormat::Quant(Quant::Q4_0);
     let q5 = WeightFormat::Quant(Quant::Q5_0);
-    for (limit, format) in [(None, BF16), (Some(2048u64), BF16), (None, q8), (Some(2048), q4), (Some(4096), q5)] {
+    let q4k = WeightFormat::Quant(Quant::Q4_K);
+    let cases =
+        [(None, BF16), (Some(2048u64), BF16), (None, q8), (Some(2048), q4), (Some(4096), q5), (Some(8192), q4k)];
+    for (limit, format) in cases {
         let gpu = match limit {
             Some(l) => small_binding_gpu(l),
             None => gpu(),
         };
-        let (vocab, h, rows) = (1001, 896, 3);
+        // Q4_K rows are whole super-blocks of 256.
+        let (vocab, h, rows) = (1001, if format == q4k { 1024 } else { 896 }, 3);
         let head = format.round(&seeded(30, vocab * h, 0.1), h);
         let hm = PackedMatrix::from_f32(&gpu, "head", (vocab, h), format, &head).unwrap();
         let x = seeded(31, rows * h, 1.0);

@@ -68,14 +68,15 @@ impl BlockType {
         }
     }
 
-    /// The GPU format that holds these blocks as they are (Q8_0, Q5_0, Q4_0), if any: the
-    /// same scales and quants, rearranged. K-quants have none yet.
+    /// The GPU format that holds these blocks as they are (Q8_0, Q5_0, Q4_0, Q4_K), if any: the
+    /// same scales and quants, rearranged. Q6_K has none yet.
     pub fn gpu_quant(self) -> Option<Quant> {
         match self {
             BlockType::Q8_0 => Some(Quant::Q8_0),
             BlockType::Q5_0 => Some(Quant::Q5_0),
             BlockType::Q4_0 => Some(Quant::Q4_0),
-            BlockType::Q4_K | BlockType::Q6_K => None,
+            BlockType::Q4_K => Some(Quant::Q4_K),
+            BlockType::Q6_K => None,
         }
     }
 
@@ -143,7 +144,7 @@ fn q4_k(b: &[u8], out: &mut Vec<f32>) {
 }
 
 /// Scale and min of Q4_K sub-block `j`, packed 6 bits each into 12 bytes.
-fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
+pub(crate) fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
     if j < 4 {
         (s[j] & 63, s[j + 4] & 63)
     } else {

@@ -8,6 +8,7 @@ mod header;
 mod vocab;
 
 pub use blocks::BlockType;
+pub(crate) use blocks::scale_min_k4;
 pub use header::{GgufHeader, HeaderError, MAX_HEADER, MetaValue};
 pub use vocab::tokenizer;
 

@@ -98,6 +98,25 @@ impl GpuWeights {
     }
 }
 
+/// A model's weights are destroyed when the last user lets go of them, not left to the
+/// browser's garbage collector (on the web, wgpu drops a buffer without destroying it).
+impl Drop for GpuWeights {
+    fn drop(&mut self) {
+        let mut matrices = vec![&self.embed_tokens];
+        matrices.extend(&self.lm_head);
+        let mut vectors = vec![&self.norm];
+        for l in &self.layers {
+            for lin in [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj] {
+                matrices.push(&lin.weight);
+                vectors.extend(&lin.bias);
+            }
+            vectors.extend([&l.input_layernorm, &l.post_attention_layernorm]);
+        }
+        matrices.iter().flat_map(|m| m.chunks()).for_each(|c| c.buffer.destroy());
+        vectors.iter().for_each(|b| b.destroy());
+    }
+}
+
 /// One tensor on the GPU: a matrix stays packed, a vector is f32.
 pub(crate) enum Tensor {
     Matrix(PackedMatrix),
@@ -199,11 +218,11 @@ impl GpuLoader {
     pub fn finish(self) -> Result<GpuWeights> {
         self.gpu.queue.submit([]);
         self.gpu.check()?;
-        let weights = GpuWeights::from_tensors(self.config, self.tensors, false)?;
-        Ok(match self.label {
-            Some(label) => GpuWeights { label, ..weights },
-            None => weights,
-        })
+        let mut weights = GpuWeights::from_tensors(self.config, self.tensors, false)?;
+        if let Some(label) = self.label {
+            weights.label = label;
+        }
+        Ok(weights)
     }
 
     fn write(&mut self, name: &str, bytes: &[u8]) {

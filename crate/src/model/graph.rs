@@ -128,9 +128,30 @@ impl Activations {
     }
 }
 
+// The large buffers are destroyed when dropped, not left to the browser's garbage collector:
+// on the web, wgpu lets go of a dropped buffer without destroying it, so a model resized or
+// replaced would hold its GPU memory until a collection ran.
+impl Drop for Activations {
+    fn drop(&mut self) {
+        for b in [&self.x, &self.normed, &self.q, &self.k, &self.v, &self.attn, &self.gate, &self.up] {
+            b.destroy();
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for b in [&self.logits, &self.best, &self.choice_logits, &self.head_normed, &self.staging] {
+            b.destroy();
+        }
+    }
+}
+
 /// Everything a forward encodes.
 pub(super) struct Graph {
     pub scratch: Scratch,
+    /// Bound into the kernels; kept here so dropping the graph frees them (see `Drop`).
+    _activations: Activations,
     embed_tokens: Embedding,
     layers: Vec<LayerOps>,
     head: HeadOps,
@@ -173,7 +194,8 @@ impl Graph {
             top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v),
             lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, lm_head, &s.choice_logits),
         };
-        Ok(Self { embed_tokens: Embedding::new(g, &s.ids, weights.embed_tokens(), &a.x), layers, head, scratch: s })
+        let embed_tokens = Embedding::new(g, &s.ids, weights.embed_tokens(), &a.x);
+        Ok(Self { embed_tokens, layers, head, scratch: s, _activations: a })
     }
 
     /// Embedding and decoder layers: the residual stream x of every token, layer by layer.

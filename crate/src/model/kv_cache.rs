@@ -18,6 +18,13 @@ pub(super) struct KvCache {
     lens: Vec<usize>,
 }
 
+/// Destroyed when dropped (a resize replaces the cache): see `Drop for Activations`.
+impl Drop for KvCache {
+    fn drop(&mut self) {
+        self.k.iter().chain(&self.v).for_each(wgpu::Buffer::destroy);
+    }
+}
+
 impl KvCache {
     pub fn new(gpu: &Gpu, config: &Qwen2Config, slots: usize, capacity: usize) -> Result<Self> {
         if slots == 0 || capacity == 0 {
