@@ -74,8 +74,8 @@ impl WeightFormat {
     }
 
     /// How a matrix a file stores as `ty` is kept on the GPU: floats as stored, or quantized to
-    /// `quant`; GGUF blocks in a format the kernels read (Q8_0, Q5_0 and Q4_0 blocks as they
-    /// are, K-quants requantized to Q8_0).
+    /// `quant`; GGUF blocks in a format the kernels read (Q8_0, Q5_0, Q4_0 and Q4_K blocks as
+    /// they are, Q6_K requantized to Q8_0).
     pub fn for_stored(ty: TensorType, quant: Option<Quant>) -> Self {
         match (ty, quant) {
             (TensorType::Float(d), None) => WeightFormat::Float(d),

@@ -1,5 +1,5 @@
 // The page on a GGUF file: the tiny model's GGUF (written by llama.cpp's gguf-py) loads by
-// address and as a chosen local file, gives the native engine's logits and answers for the
+// address, as a file bundled beside the page and as a chosen local file, gives the native engine's logits and answers for the
 // same file, and a cut file or a --quant that does not match is refused with a clear message.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -29,7 +29,7 @@ before(async () => {
   const bytes = await readFile(GGUF);
   await writeFile(path.join(scratch, 'cut.gguf'), bytes.subarray(0, bytes.length - 5000));
   await writeFile(path.join(scratch, 'request.json'), JSON.stringify(REQUEST));
-  browser = await openBrowser({ mounts: { '/models/tiny-qwen2/': TINY, '/models/broken/': scratch } });
+  browser = await openBrowser({ mounts: { '/models/tiny-qwen2/': TINY, '/models/broken/': scratch, '/models/tiny.gguf': GGUF } });
   ({ page } = await browser.open('index.html?model=url:/models/tiny-qwen2/model.gguf&lang=en'));
   await page.evaluate(() => window.onetoken.ready);
 });
@@ -60,6 +60,12 @@ test('a chosen local GGUF file loads like the address', async () => {
   });
   assert.equal(info.quant, 'gguf:q8_0');
   assert.equal(info.vocab_size, 512);
+});
+
+test('a GGUF file bundled beside the page (models/NAME.gguf) loads by name', async () => {
+  const info = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny.gguf' }));
+  assert.equal(info.quant, 'gguf:q8_0');
+  assert.match(await page.textContent('#model-status'), /Loaded: tiny\.gguf/);
 });
 
 test('a cut GGUF file and a mismatched weight format are named, and the next load works', async () => {

@@ -174,7 +174,7 @@ impl GgufHeader {
     }
 
     /// `--quant` on a GGUF file is allowed only when it names how the matrices are already
-    /// stored (a file's blocks are used as they are, never requantized).
+    /// stored (a file's blocks are used as stored, not quantized again).
     pub fn check_quant(&self, quant: Option<Quant>) -> Result<()> {
         let Some(q) = quant else { return Ok(()) };
         let stored = |ty: TensorType| ty == TensorType::Blocks(q.block_type());
