@@ -18,8 +18,53 @@ const ROWS = {
   'template-syntax': { file: 'tokenizer_config.json', text: JSON.stringify({ chat_template: '{% for m in messages %}' }), says: /chat template: syntax error/, at: 'judge' },
   'heads-not-dividing': { file: 'config.json', edit: (c) => ({ ...c, num_attention_heads: 5 }), says: /config\.json: num_attention_heads \(5\) does not divide hidden_size \(64\)/ },
   'vocab-mismatch': { file: 'config.json', edit: (c) => ({ ...c, vocab_size: 1000 }), says: /tensor model\.embed_tokens\.weight: expected shape \[1000, 64\], found \[512, 64\]/ },
+  'corrupt-header': { file: 'model.safetensors', bytes: (b) => withByte(b, 12, 0x23), says: /model file model\.safetensors: header entry __#etadata__: missing field `dtype`/ },
+  'header-past-the-file': {
+    file: 'model.safetensors',
+    bytes: (b) => { const out = Buffer.from(b); out.writeBigUInt64LE(1n << 20n); return out; },
+    says: /model file model\.safetensors: header length 1048576 is impossible for a file of \d+ bytes/,
+  },
+  'wrong-dtype': { file: 'model.safetensors', bytes: (b) => editHeader(b, (h) => { h['model.norm.weight'].dtype = 'I8'; }), says: /tensor model\.norm\.weight: dtype I8 is not supported/ },
+  'wrong-shape': { file: 'model.safetensors', bytes: (b) => editHeader(b, (h) => { h['model.norm.weight'].shape = [32, 2]; }), says: /tensor model\.norm\.weight: expected shape \[64\], found \[32, 2\]/ },
+  'missing-tensor': { file: 'model.safetensors', bytes: (b) => withoutTensor(b, 'model.norm.weight'), says: /missing tensor\(s\) for this config: model\.norm\.weight/ },
 };
 const rowDirs = {};
+
+/** A safetensors file's header (JSON) and data, and back: the broken-weights rows edit them. */
+function splitSafetensors(bytes) {
+  const n = Number(bytes.readBigUInt64LE(0));
+  return [JSON.parse(bytes.subarray(8, 8 + n).toString()), bytes.subarray(8 + n)];
+}
+function joinSafetensors(header, data) {
+  const json = Buffer.from(JSON.stringify(header));
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(json.length));
+  return Buffer.concat([length, json, data]);
+}
+function editHeader(bytes, edit) {
+  const [header, data] = splitSafetensors(bytes);
+  edit(header);
+  return joinSafetensors(header, data);
+}
+/** The file without one tensor, the data repacked so no hole is left. */
+function withoutTensor(bytes, name) {
+  const [header, data] = splitSafetensors(bytes);
+  const [out, parts] = [{}, []];
+  let at = 0;
+  for (const [key, info] of Object.entries(header)) {
+    if (key === '__metadata__' || key === name) continue;
+    const [a, b] = info.data_offsets;
+    parts.push(data.subarray(a, b));
+    out[key] = { ...info, data_offsets: [at, at + b - a] };
+    at += b - a;
+  }
+  return joinSafetensors(out, Buffer.concat(parts));
+}
+function withByte(bytes, at, value) {
+  const out = Buffer.from(bytes);
+  out[at] = value;
+  return out;
+}
 
 before(async () => {
   broken = await mkdtemp(path.join(tmpdir(), 'onetoken-broken-'));
@@ -30,7 +75,8 @@ before(async () => {
   for (const [name, row] of Object.entries(ROWS)) {
     const dir = await mkdtemp(path.join(tmpdir(), `onetoken-${name}-`));
     for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) await copyFile(path.join(FIXTURE, f), path.join(dir, f));
-    const text = row.edit ? JSON.stringify(row.edit(JSON.parse(await readFile(path.join(dir, row.file), 'utf8')))) : row.text;
+    const original = await readFile(path.join(dir, row.file));
+    const text = row.bytes ? row.bytes(original) : row.edit ? JSON.stringify(row.edit(JSON.parse(original.toString()))) : row.text;
     await writeFile(path.join(dir, row.file), text);
     rowDirs[name] = dir;
     mounts[`/models/${name}/`] = dir;
