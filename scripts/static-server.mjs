@@ -3,6 +3,7 @@
 // and `Range: bytes=N-` requests (a cut download resumes).
 // Library: `const { url, close } = await startServer(root, port)` (port 0 picks a free one).
 // CLI:     node scripts/static-server.mjs [ROOT] [PORT]   (defaults: web/, $PORT or 8080)
+import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
@@ -64,7 +65,9 @@ async function handle(root, mounts, faults, req, res) {
   const fault = faults[urlPath];
   const range = fault?.ranges === false ? null : /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
   const start = range && Number(range[1]) < info.size ? Number(range[1]) : 0;
+  const etag = fault?.sha256 ? { ETag: `"${await sha256Of(file, info)}"` } : {};
   res.writeHead(start > 0 ? 206 : 200, {
+    ...etag,
     'Content-Type': MIME[path.extname(file).toLowerCase()] ?? 'application/octet-stream',
     'Content-Length': info.size - start,
     'Cache-Control': 'no-cache',
@@ -85,11 +88,25 @@ async function handle(root, mounts, faults, req, res) {
     .pipe(res);
 }
 
+const hashes = new Map();
+
+/** A file's SHA-256 in hex, computed once per version of the file. */
+async function sha256Of(file, info) {
+  const key = `${file}:${info.size}:${info.mtimeMs}`;
+  if (!hashes.has(key)) {
+    const hash = createHash('sha256');
+    for await (const chunk of createReadStream(file)) hash.update(chunk);
+    hashes.set(key, hash.digest('hex'));
+  }
+  return hashes.get(key);
+}
+
 /**
  * Serves `root` on 127.0.0.1:`port` (0: a free port); `mounts` maps URL prefixes such as
  * '/models/tiny/' to other folders. `faults` (for tests) maps URL paths to failures:
  * `{cutAfter: BYTES, cuts: N}` drops the connection after BYTES of the next N full downloads,
- * `ranges: false` ignores Range requests (a server that cannot resume).
+ * `ranges: false` ignores Range requests (a server that cannot resume), `sha256: true` sends the
+ * file's SHA-256 as its ETag (as Hugging Face does for large files).
  * @returns {Promise<{url: string, close: () => Promise<void>}>} url ends with '/'.
  */
 export async function startServer(root, port = 0, mounts = {}, faults = {}) {

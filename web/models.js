@@ -4,7 +4,7 @@
 // .gguf). Weights stream tensor by tensor into the GPU as they arrive (never whole in wasm
 // memory); downloads are kept in Cache Storage so a second visit, or a classroom offline,
 // loads from it.
-import { WebEngine, WebGgufLoader, WebLoader } from './pkg/onetoken.js';
+import { Sha256Stream, WebEngine, WebGgufLoader, WebLoader } from './pkg/onetoken.js';
 
 const CACHE = 'onetoken-models-v1';
 const TOKENIZER = new URL('./pkg/assets/qwen2.5/', import.meta.url);
@@ -63,7 +63,8 @@ async function fetchFile(url, { optional = false, useCache = true, writes = null
   if (hit?.headers.get('x-onetoken-absent')) return null;
   if (hit) {
     const length = Number(hit.headers.get('content-length')) || null;
-    return { body: length ? checkedLength(hit.body, length, url, cache) : hit.body, length, cached: true, url };
+    const body = checkedCopy(hit.body, { length, sha256: publishedSha256(hit.headers) }, url, cache);
+    return { body, length, cached: true, url };
   }
   let res;
   try {
@@ -95,25 +96,39 @@ async function fetchFile(url, { optional = false, useCache = true, writes = null
   return { body, length, cached: false, url };
 }
 
+/** The SHA-256 a file's source published with it (an ETag or X-Linked-Etag of 64 hex digits, as Hugging Face gives for large files), else null. */
+function publishedSha256(headers) {
+  for (const name of ['x-linked-etag', 'etag']) {
+    const tag = headers.get(name)?.replace(/^W\//, '').replaceAll('"', '').toLowerCase();
+    if (tag && /^[0-9a-f]{64}$/.test(tag)) return tag;
+  }
+  return null;
+}
+
 /**
- * A cached copy's bytes, checked against the length recorded with them: a damaged copy (short
- * or long) errors with code `cache_damaged` and is removed from the cache, so the weights
- * stream resumes from the network (see streamInto) and the next load fetches it afresh.
+ * A cached copy's bytes, checked against the length recorded with them and, where the source
+ * published one, its SHA-256. A damaged copy errors with code `cache_damaged` and is removed
+ * from the cache. A short or long copy is found as it streams, and the download goes on from
+ * the network where it broke (see streamInto); a wrong hash is known only at the end, so the
+ * error carries `restart` and the load starts over from the network (see loadModel).
  */
-function checkedLength(body, expected, url, cache) {
+function checkedCopy(body, { length, sha256 }, url, cache) {
   let seen = 0;
-  const damaged = (controller) => {
+  const hash = sha256 ? new Sha256Stream() : null;
+  const damaged = (controller, what, restart = false) => {
     cache.delete(url).catch(() => {});
-    controller.error(coded('cache_damaged', `${url}: the cached copy is damaged (${seen} bytes, not ${expected}); it was removed, and the file is fetched again`));
+    controller.error(Object.assign(coded('cache_damaged', `${url}: the cached copy is damaged (${what}); it was removed, and the file is fetched again`), { restart }));
   };
   return body.pipeThrough(new TransformStream({
     transform(chunk, controller) {
       seen += chunk.byteLength;
-      if (seen > expected) return damaged(controller);
+      if (length && seen > length) return damaged(controller, `more than its ${length} bytes`);
+      hash?.update(chunk);
       controller.enqueue(chunk);
     },
     flush(controller) {
-      if (seen !== expected) damaged(controller);
+      if (length && seen !== length) return damaged(controller, `${seen} bytes, not ${length}`);
+      if (hash && hash.hex() !== sha256) damaged(controller, 'its SHA-256 is not the one its source published', true);
     },
   }));
 }
@@ -152,6 +167,7 @@ async function streamInto(loader, file, onBytes) {
     try {
       chunk = await reader.read();
     } catch (e) {
+      if (e?.restart) throw e; // a damaged cache copy known only at its end: load again
       if (!file.url || ++attempt > 3) throw coded('download', `${file.url ?? 'file'}: download interrupted after ${(received / 1e6).toFixed(1)} MB (${e.message}); press load to retry`);
       const res = await fetch(file.url, { headers: { Range: `bytes=${received}-` } }).catch(() => null);
       if (res?.status !== 206) throw coded('download', `${file.url}: download interrupted after ${(received / 1e6).toFixed(1)} MB and the server does not allow resuming; press load to retry`);
@@ -197,12 +213,20 @@ export async function loadModel(gpu, source, progress) {
     progress({ phase: 'weights', file: 'synthetic' });
     return { engine: WebEngine.synthetic(gpu, source.name, tok, cfg, source.quant), uncached: [] };
   }
-  const writes = [];
-  const gguf = ggufFile(source);
-  const engine = gguf ? await loadGguf(gpu, gguf, source.quant, writes, progress) : await loadFolder(gpu, source, writes, progress);
-  // The cache copies finish once the downloads they share a stream with have been read.
-  const uncached = (await Promise.all(writes)).filter(Boolean);
-  return { engine, uncached };
+  for (let attempt = 0; ; attempt++) {
+    const writes = [];
+    const gguf = ggufFile(source);
+    try {
+      const engine = gguf ? await loadGguf(gpu, gguf, source.quant, writes, progress) : await loadFolder(gpu, source, writes, progress);
+      // The cache copies finish once the downloads they share a stream with have been read.
+      const uncached = (await Promise.all(writes)).filter(Boolean);
+      return { engine, uncached };
+    } catch (e) {
+      // A damaged cached copy has been removed: once more, from the network.
+      if (e?.code !== 'cache_damaged' || attempt > 0) throw e;
+      progress({ phase: 'download again' });
+    }
+  }
 }
 
 /** A model folder's files: config, safetensors shard by shard, tokenizer. */

@@ -210,6 +210,32 @@ impl WebGgufLoader {
     }
 }
 
+/// SHA-256 of a stream fed chunk by chunk: the page checks a cached file against the hash its
+/// source published (WebCrypto hashes only whole buffers).
+#[wasm_bindgen]
+pub struct Sha256Stream(sha2::Sha256);
+
+#[wasm_bindgen]
+impl Sha256Stream {
+    #[wasm_bindgen(constructor)]
+    #[allow(clippy::new_without_default)] // a JS constructor
+    pub fn new() -> Sha256Stream {
+        use sha2::Digest;
+        Self(sha2::Sha256::new())
+    }
+
+    pub fn update(&mut self, chunk: &[u8]) {
+        use sha2::Digest;
+        self.0.update(chunk);
+    }
+
+    /// The digest as lower-case hex; the stream is consumed.
+    pub fn hex(self) -> String {
+        use sha2::Digest;
+        self.0.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
 /// A model with its tokenizer. Methods return promises of JSON strings. One call at a time:
 /// the engine is taken out for the duration, so an overlapping call is told it is busy; but
 /// [`WebEngine::cancel`] works during a call (it needs only the cancel flag).

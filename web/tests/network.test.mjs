@@ -1,7 +1,8 @@
 // The download and device rows of the bad-input table, in the page: a 404 address, a server
 // without CORS, a download cut in the middle (resumed where the server allows it, else a clear
-// error and a clean retry), the site's storage quota exceeded, a damaged cached copy, a GPU
-// device lost in the middle of the work, and a browser without WebGPU. Each says what happened, keeps what was typed,
+// error and a clean retry), the site's storage quota exceeded, a damaged cached copy (by its
+// length, or by the SHA-256 its source published), a GPU device lost in the middle of the work,
+// and a browser without WebGPU. Each says what happened, keeps what was typed,
 // and the next run works.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -36,10 +37,12 @@ before(async () => {
       '/models/cut-always/': TINY,
       '/models/quota/': TINY,
       '/models/cached/': TINY,
+      '/models/hashed/': TINY,
     },
     faults: {
       '/models/cut-once/model.safetensors': { cutAfter: 100_000, cuts: 1 },
       '/models/cut-always/model.safetensors': { cutAfter: 100_000, cuts: Infinity, ranges: false },
+      '/models/hashed/model.safetensors': { sha256: true },
     },
   });
   ({ page } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
@@ -108,10 +111,34 @@ test('a damaged cached copy is detected, removed and fetched again', async () =>
   assert.equal(await load({ kind: 'folder', name: 'cached' }), 'loaded');
   assert.deepEqual(await page.evaluate((ids) => window.onetoken.logits(ids), IDS), want);
   assert.equal(await cached('model.safetensors'), null, 'the damaged copy is gone');
-  // A small file read whole: the load names it; the next one fetches it again.
+  // A small file read whole: the load starts over from the network, and caches it afresh.
   await damage('config.json', 10);
-  assert.match(await load({ kind: 'folder', name: 'cached' }), /cached\/config\.json: the cached copy is damaged \(10 bytes, not \d+\); it was removed/);
   assert.equal(await load({ kind: 'folder', name: 'cached' }), 'loaded');
+  assert.ok((await cached('config.json')) > 10, 'a whole copy again');
+});
+
+test('a cached copy whose SHA-256 differs from the published one is fetched again', async () => {
+  const url = new URL('/models/hashed/model.safetensors', browser.url).href;
+  assert.equal(await load({ kind: 'folder', name: 'hashed' }), 'loaded'); // cached, with its hash
+  /** The cached copy's bytes, and its ETag (the server publishes the SHA-256 there). */
+  const entry = () => page.evaluate(async (url) => {
+    const hit = await (await caches.open('onetoken-models-v1')).match(url);
+    return { bytes: [...new Uint8Array(await hit.arrayBuffer())], etag: hit.headers.get('etag') };
+  }, url);
+  const good = await entry();
+  assert.match(good.etag, /^"[0-9a-f]{64}"$/);
+  // One byte changed, the length and headers kept: only the hash can tell.
+  await page.evaluate(async (url) => {
+    const cache = await caches.open('onetoken-models-v1');
+    const hit = await cache.match(url);
+    const bytes = new Uint8Array(await hit.clone().arrayBuffer());
+    bytes[bytes.length - 100] ^= 0x40;
+    await cache.put(url, new Response(bytes, { headers: hit.headers }));
+  }, url);
+  assert.notDeepEqual((await entry()).bytes, good.bytes);
+  assert.equal(await load({ kind: 'folder', name: 'hashed' }), 'loaded');
+  assert.deepEqual(await page.evaluate((ids) => window.onetoken.logits(ids), IDS), want);
+  assert.deepEqual((await entry()).bytes, good.bytes, 'the damaged copy was replaced by the published file');
 });
 
 test('a GPU device lost in the middle of the work: the page says so, keeps the inputs and recovers', async () => {
