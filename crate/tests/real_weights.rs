@@ -71,13 +71,17 @@ fn gguf_file() -> PathBuf {
 fn a_real_gguf_answers_as_its_16_bit_folder() {
     let requests = [
         ("What color is the sky on a clear day?", vec!["blue", "green", "red"]),
-        ("Is this review positive or negative? 'The food was cold and the waiter was rude.'", vec!["positive", "negative"]),
+        (
+            "Is this review positive or negative? 'The food was cold and the waiter was rude.'",
+            vec!["positive", "negative"],
+        ),
         ("Which is the largest planet in the solar system?", vec!["Mars", "Jupiter", "Venus", "Earth"]),
         ("Which language is 'Bonjour'?", vec!["French", "German", "Spanish"]),
     ];
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
     let (dir, file) = (model_dir(), gguf_file());
-    let mut folder = Engine::load(gpu.clone(), load_dir(&gpu, &dir, None).unwrap(), Tokenizer::load(&dir).unwrap()).unwrap();
+    let mut folder =
+        Engine::load(gpu.clone(), load_dir(&gpu, &dir, None).unwrap(), Tokenizer::load(&dir).unwrap()).unwrap();
     let (weights, tokenizer) = onetoken::gpu::load_gguf(&gpu, &file, None).unwrap();
     assert!(weights.label().starts_with("gguf:"));
     let mut gguf = Engine::load(gpu, weights, tokenizer).unwrap();
