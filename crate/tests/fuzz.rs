@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use common::fixture;
 use onetoken::Qwen2Config;
+use onetoken::gguf::GgufHeader;
 use onetoken::judge::JudgeRequest;
 use onetoken::reference::F32Tensors;
 use onetoken::tokenizer::Tokenizer;
@@ -151,12 +152,37 @@ fn bounded<T: Send + 'static>(what: &str, limit: Duration, f: impl FnOnce() -> T
 
 const LIMIT: Duration = Duration::from_secs(20);
 
+/// What a target's inputs gave: how many loaded, which kinds of error.
+#[derive(Default)]
+struct Tally {
+    ok: usize,
+    errors: std::collections::BTreeSet<&'static str>,
+}
+
+impl Tally {
+    fn record(&mut self, seed: u64, result: onetoken::Result<()>) {
+        match result {
+            Ok(()) => self.ok += 1,
+            Err(e) => {
+                let message = e.to_string();
+                assert!(message.len() > 10, "seed {seed}: an unhelpful error {message:?}");
+                self.errors.insert(e.code());
+            }
+        }
+    }
+
+    fn report(&self, target: &str) {
+        eprintln!("{target}: {} inputs, {} loaded, error kinds {:?}", seeds().count(), self.ok, self.errors);
+        assert!(seeds().count() < 100 || self.errors.contains("model_file"), "the mutations reach the parser");
+    }
+}
+
 #[test]
 fn safetensors_streams_of_mutated_files_end_in_ok_or_a_clear_error() {
     let bytes = std::fs::read(fixture("tiny-qwen2/model.safetensors")).unwrap();
     let config = Qwen2Config::load(&fixture("tiny-qwen2")).unwrap();
     let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let (mut ok, mut errors) = (0, std::collections::BTreeSet::new());
+    let mut tally = Tally::default();
     for seed in seeds() {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let input = mutate_bytes(&mut rng, &bytes, header);
@@ -171,24 +197,16 @@ fn safetensors_streams_of_mutated_files_end_in_ok_or_a_clear_error() {
             stream.finish()?;
             sink.finish().map(drop)
         });
-        match result {
-            Ok(()) => ok += 1,
-            Err(e) => {
-                let message = e.to_string();
-                assert!(message.len() > 10, "seed {seed}: an unhelpful error {message:?}");
-                errors.insert(e.code());
-            }
-        }
+        tally.record(seed, result);
     }
-    eprintln!("safetensors: {} inputs, {ok} loaded, error kinds {errors:?}", seeds().count());
-    assert!(seeds().count() < 100 || errors.contains("model_file"), "the mutations reach the parser");
+    tally.report("safetensors");
 }
 
 #[test]
 fn gguf_streams_of_mutated_files_end_in_ok_or_a_clear_error() {
     let bytes = std::fs::read(fixture("tiny-qwen2/model.gguf")).unwrap();
-    let header = onetoken::gguf::GgufHeader::parse(&bytes).unwrap().len;
-    let (mut ok, mut errors) = (0, std::collections::BTreeSet::new());
+    let header = GgufHeader::parse(&bytes).unwrap().len;
+    let mut tally = Tally::default();
     for seed in seeds() {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 3);
         let mut input = mutate_bytes(&mut rng, &bytes, header);
@@ -200,35 +218,14 @@ fn gguf_streams_of_mutated_files_end_in_ok_or_a_clear_error() {
         }
         let chunk = 1 + rng.below(70_000);
         let result = bounded(&format!("gguf seed {seed}"), LIMIT, move || {
-            let mut stream = onetoken::gguf::GgufStream::new("model.gguf", Some(input.len() as u64));
-            let mut pieces = input.chunks(chunk);
-            for piece in pieces.by_ref() {
-                if stream.push_header(piece)? {
-                    break;
-                }
-            }
-            let Some(header) = stream.header() else { return stream.finish() };
-            let config = header.config()?;
-            onetoken::gguf::tokenizer(header)?;
-            let mut sink = CheckedSink::new(&config, F32Tensors::default());
-            stream.push(&[], &mut sink)?;
-            for piece in pieces {
-                stream.push(piece, &mut sink)?;
-            }
-            stream.finish()?;
-            sink.finish().map(drop)
+            let pieces = input.chunks(chunk).map(Ok);
+            let make = |_: &GgufHeader, _: &Qwen2Config| Ok(F32Tensors::default());
+            let (header, _) = onetoken::gguf::read_pieces("model.gguf", Some(input.len() as u64), pieces, Some(make))?;
+            onetoken::gguf::tokenizer(&header).map(drop)
         });
-        match result {
-            Ok(()) => ok += 1,
-            Err(e) => {
-                let message = e.to_string();
-                assert!(message.len() > 10, "seed {seed}: an unhelpful error {message:?}");
-                errors.insert(e.code());
-            }
-        }
+        tally.record(seed, result);
     }
-    eprintln!("gguf: {} inputs, {ok} loaded, error kinds {errors:?}", seeds().count());
-    assert!(seeds().count() < 100 || errors.contains("model_file"), "the mutations reach the parser");
+    tally.report("gguf");
 }
 
 #[test]

@@ -90,8 +90,13 @@ impl GgufStream {
     pub fn finish(&self) -> Result<()> {
         match &self.data {
             Some(data) => data.finish(),
-            None => Err(self.err(format!("truncated: the header is incomplete ({} bytes read)", self.head.len()))),
+            None => Err(self.incomplete_header()),
         }
+    }
+
+    /// The error of a file that ends inside its header.
+    fn incomplete_header(&self) -> Error {
+        self.err(format!("truncated: the header is incomplete ({} bytes read)", self.head.len()))
     }
 }
 
@@ -189,6 +194,34 @@ impl GgufHeader {
     }
 }
 
+/// Streams a GGUF file given piece by piece (a file's reads, a download's chunks): the header,
+/// then, with `sink` (made from the header and its config), every tensor, checked against the
+/// config as a model folder's are. Without a sink it stops after the header.
+pub fn read_pieces<S: TensorSink, P: AsRef<[u8]>>(
+    name: &str,
+    len: Option<u64>,
+    pieces: impl IntoIterator<Item = Result<P>>,
+    sink: Option<impl FnOnce(&GgufHeader, &Qwen2Config) -> Result<S>>,
+) -> Result<(GgufHeader, Option<S>)> {
+    let mut stream = GgufStream::new(name, len);
+    let mut pieces = pieces.into_iter();
+    let mut parsed = false;
+    while !parsed {
+        let piece = pieces.next().ok_or_else(|| stream.incomplete_header())??;
+        parsed = stream.push_header(piece.as_ref())?;
+    }
+    let header = stream.header.take().expect("parsed");
+    let Some(make) = sink else { return Ok((header, None)) };
+    let config = header.config()?;
+    let mut checked = crate::weights::CheckedSink::new(&config, make(&header, &config)?);
+    stream.push(&[], &mut checked)?;
+    for piece in pieces {
+        stream.push(piece?.as_ref(), &mut checked)?;
+    }
+    stream.finish()?;
+    Ok((header, Some(checked.finish()?)))
+}
+
 /// Reads a GGUF file's header only (a few MB at the start of the file).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn read_header(path: &std::path::Path) -> Result<GgufHeader> {
@@ -209,8 +242,7 @@ impl TensorSink for NoSink {
     }
 }
 
-/// Streams a GGUF file: the header, then (with a `sink`, made from the header and its config)
-/// every tensor, checked against the config as a model folder's are.
+/// Streams a GGUF file from disk ([`read_pieces`], 8 MB reads).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn read_file<S: TensorSink>(
     path: &std::path::Path,
@@ -221,39 +253,11 @@ pub fn read_file<S: TensorSink>(
     let mut file = std::fs::File::open(path).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
     let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let mut stream = GgufStream::new(name, Some(len));
     let mut buf = vec![0u8; 8 << 20];
-    let mut checked = None;
-    let mut make = sink;
-    loop {
-        let n = file.read(&mut buf).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        match &mut checked {
-            Some(sink) => stream.push(&buf[..n], sink)?,
-            None => {
-                if !stream.push_header(&buf[..n])? {
-                    continue;
-                }
-                let header = stream.header().expect("parsed");
-                let Some(make) = make.take() else { break };
-                let config = header.config()?;
-                let mut sink = crate::weights::CheckedSink::new(&config, make(header, &config)?);
-                stream.push(&[], &mut sink)?;
-                checked = Some(sink);
-            }
-        }
-    }
-    let header = stream.header.take();
-    let Some(header) = header else {
-        return Err(stream.finish().expect_err("no header"));
-    };
-    match checked {
-        Some(sink) => {
-            stream.finish()?;
-            Ok((header, Some(sink.finish()?)))
-        }
-        None => Ok((header, None)),
-    }
+    let reads = std::iter::from_fn(|| match file.read(&mut buf) {
+        Ok(0) => None,
+        Ok(n) => Some(Ok(buf[..n].to_vec())),
+        Err(e) => Some(Err(io(e))),
+    });
+    read_pieces(&name, Some(len), reads, sink)
 }
