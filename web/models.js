@@ -7,6 +7,8 @@
 import { Sha256Stream, WebEngine, WebGgufLoader, WebLoader } from './pkg/onetoken.js';
 
 const CACHE = 'onetoken-models-v1';
+/** Error codes that can come from a file's contents (a cached copy may be the cause). */
+const FILE_ERRORS = new Set(['model_file', 'config', 'tokenizer']);
 const TOKENIZER = new URL('./pkg/assets/qwen2.5/', import.meta.url);
 
 const isGgufName = (name) => /\.gguf$/i.test(name);
@@ -53,15 +55,17 @@ async function openCache() {
 
 /**
  * Fetches `url` as a stream, from the cache when there, else from the network while a copy
- * goes into the cache (its outcome is added to `writes`, when given). `optional`: a 404 gives
+ * goes into the cache. `log` (optional) collects, for the load, the outcome of each cache write
+ * (`writes`) and the addresses read from the cache (`hits`). `optional`: a 404 gives
  * null. Returns {body, length, cached}.
  */
-async function fetchFile(url, { optional = false, useCache = true, writes = null } = {}) {
+async function fetchFile(url, { optional = false, useCache = true, log = null } = {}) {
   const cache = useCache ? await openCache() : null;
   const hit = await cache?.match(url);
   // An optional file known to be absent is remembered too, so an offline load needs no network.
   if (hit?.headers.get('x-onetoken-absent')) return null;
   if (hit) {
+    log?.hits.push(url);
     const length = Number(hit.headers.get('content-length')) || null;
     const body = checkedCopy(hit.body, { length, sha256: publishedSha256(hit.headers) }, url, cache);
     return { body, length, cached: true, url };
@@ -91,7 +95,7 @@ async function fetchFile(url, { optional = false, useCache = true, writes = null
       () => null,
       (e) => ({ url, quota: e.name === 'QuotaExceededError', reason: e.message }),
     );
-    writes?.push(write);
+    log?.writes.push(write);
   }
   return { body, length, cached: false, url };
 }
@@ -183,9 +187,9 @@ async function streamInto(loader, file, onBytes) {
 
 /**
  * Opens a file of a source by name: {body, length, cached, url}, or null if optional and absent.
- * Cache writes of downloads go into `writes`.
+ * What the cache did goes into `log` (see fetchFile).
  */
-function opener(source, writes) {
+function opener(source, log) {
   if (source.kind === 'files') {
     const byName = new Map([...source.files].map((f) => [f.name, f]));
     return async (name, { optional = false } = {}) => {
@@ -198,7 +202,7 @@ function opener(source, writes) {
     };
   }
   const base = sourceBase(source);
-  return (name, opts = {}) => fetchFile(new URL(name, base).href, { ...opts, writes });
+  return (name, opts = {}) => fetchFile(new URL(name, base).href, { ...opts, log });
 }
 
 /**
@@ -214,24 +218,28 @@ export async function loadModel(gpu, source, progress) {
     return { engine: WebEngine.synthetic(gpu, source.name, tok, cfg, source.quant), uncached: [] };
   }
   for (let attempt = 0; ; attempt++) {
-    const writes = [];
+    const log = { writes: [], hits: [] };
     const gguf = ggufFile(source);
     try {
-      const engine = gguf ? await loadGguf(gpu, gguf, source.quant, writes, progress) : await loadFolder(gpu, source, writes, progress);
+      const engine = gguf ? await loadGguf(gpu, gguf, source.quant, log, progress) : await loadFolder(gpu, source, log, progress);
       // The cache copies finish once the downloads they share a stream with have been read.
-      const uncached = (await Promise.all(writes)).filter(Boolean);
+      const uncached = (await Promise.all(log.writes)).filter(Boolean);
       return { engine, uncached };
     } catch (e) {
-      // A damaged cached copy has been removed: once more, from the network.
-      if (e?.code !== 'cache_damaged' || attempt > 0) throw e;
+      // A damaged cached copy (found by its length or hash, and removed), or a file read from
+      // the cache that the engine refused: once more, from the network.
+      const fromCache = e?.code === 'cache_damaged' || (log.hits.length > 0 && FILE_ERRORS.has(e?.code));
+      if (!fromCache || attempt > 0) throw e;
+      const cache = await openCache();
+      await Promise.all(log.hits.map((url) => cache?.delete(url)));
       progress({ phase: 'download again' });
     }
   }
 }
 
 /** A model folder's files: config, safetensors shard by shard, tokenizer. */
-async function loadFolder(gpu, source, writes, progress) {
-  const open = opener(source, writes);
+async function loadFolder(gpu, source, log, progress) {
+  const open = opener(source, log);
   progress({ phase: 'config' });
   const config = await bytesOf(await open('config.json'));
   const loader = new WebLoader(gpu, config, source.quant);
@@ -269,10 +277,10 @@ function progressMeter(total, progress) {
 }
 
 /** Streams one GGUF file (weights, tokenizer and chat template in one) into the GPU. */
-async function loadGguf(gpu, gguf, quant, writes, progress) {
+async function loadGguf(gpu, gguf, quant, log, progress) {
   const file = gguf.file
     ? { body: gguf.file.stream(), length: gguf.file.size, cached: false, url: null }
-    : await fetchFile(gguf.url, { writes });
+    : await fetchFile(gguf.url, { log });
   const name = gguf.file?.name ?? decodeURIComponent(new URL(gguf.url).pathname.split('/').pop());
   const loader = new WebGgufLoader(gpu, name, file.length ?? undefined, quant);
   const report = progressMeter(file.length ?? 0, progress);

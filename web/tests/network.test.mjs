@@ -115,6 +115,18 @@ test('a damaged cached copy is detected, removed and fetched again', async () =>
   await damage('config.json', 10);
   assert.equal(await load({ kind: 'folder', name: 'cached' }), 'loaded');
   assert.ok((await cached('config.json')) > 10, 'a whole copy again');
+  // Damage only the engine can see (a header byte, the length kept, no hash published): the
+  // files read from the cache are dropped and the load runs once more from the network.
+  assert.equal(await load({ kind: 'folder', name: 'cached' }), 'loaded'); // a whole copy cached
+  await page.evaluate(async (url) => {
+    const cache = await caches.open('onetoken-models-v1');
+    const hit = await cache.match(url);
+    const bytes = new Uint8Array(await hit.clone().arrayBuffer());
+    bytes[12] = 0x23;
+    await cache.put(url, new Response(bytes, { headers: hit.headers }));
+  }, base + 'model.safetensors');
+  assert.equal(await load({ kind: 'folder', name: 'cached' }), 'loaded');
+  assert.deepEqual(await page.evaluate((ids) => window.onetoken.logits(ids), IDS), want);
 });
 
 test('a cached copy whose SHA-256 differs from the published one is fetched again', async () => {
