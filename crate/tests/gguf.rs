@@ -368,3 +368,12 @@ fn bad_gguf_files_each_get_a_specific_error() {
     let err = header.check_quant(Some(onetoken::quant::Quant::Q8_0)).unwrap_err().to_string();
     assert!(err.contains("--quant q8_0 does not match this GGUF file (q8_0)"), "{err}");
 }
+
+#[test]
+fn a_length_shorter_than_the_header_is_an_error_not_an_overflow() {
+    // A download whose Content-Length is smaller than what arrives.
+    let bytes = std::fs::read(fixture("tiny-qwen2/model.gguf")).unwrap();
+    let mut stream = GgufStream::new("model.gguf", Some(100));
+    let err = stream.push_header(&bytes).unwrap_err().to_string();
+    assert!(err.contains("truncated: the header runs past the end of the file"), "{err}");
+}

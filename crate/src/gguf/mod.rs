@@ -52,7 +52,12 @@ impl GgufStream {
         }
         match GgufHeader::parse(&self.head) {
             Ok(header) => {
-                let available = self.file_len.map(|len| len - header.len as u64);
+                let available = match self.file_len {
+                    Some(len) => Some(len.checked_sub(header.len as u64).ok_or_else(|| {
+                        self.err(format!("truncated: the header runs past the end of the file ({len} bytes)"))
+                    })?),
+                    None => None,
+                };
                 self.data = Some(DataSection::new(&self.file, header.tensors.clone(), available, header.alignment)?);
                 self.head.drain(..header.len);
                 self.header = Some(header);
