@@ -50,7 +50,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // Eight quants of the row starting at word `base`, from value v (a multiple of 8): two Q8_0
-// words, or one Q4_0 or Q4_K word, or one Q5_0 word with its fifth bits, unscaled.
+// words, or one Q4_0 or Q4_K word, or one Q5_0 or Q6_K word with its high bits, unscaled.
 fn quant_eight(base: u32, v: u32) -> array<vec4<f32>, 2> {
     if DTYPE == 3u {
         return array(unpack_q8(w[base + v / 4u]), unpack_q8(w[base + v / 4u + 1u]));
@@ -63,11 +63,21 @@ fn quant_eight(base: u32, v: u32) -> array<vec4<f32>, 2> {
         let high = w[fifth_bits_at(base, shape.k, v / 32u)] >> (v % 32u);
         return array(unpack_q5_lo(word, high), unpack_q5_hi(word, high));
     }
+    if DTYPE == 7u {
+        let high = w[base + shape.k / 8u + v / 16u] >> (2u * (v % 16u));
+        return array(unpack_q6_lo(word, high), unpack_q6_hi(word, high));
+    }
     return array(unpack_q4_lo(word), unpack_q4_hi(word));
 }
 
-// The scale and min of block b of the row starting at word `base` (min 0 but for Q4_K).
+// The scale and min of block b of the row starting at word `base` (min 0 but for Q4_K; for
+// Q6_K, the scales times d of the block's two halves of 16).
 fn block_scale_min(base: u32, b: u32) -> vec2<f32> {
+    if DTYPE == 7u {
+        let head = base + quant_words(shape.k) + b / 8u * 5u;
+        let t = 2u * (b % 8u);
+        return vec2<f32>(q6k_scale(w[head + t / 4u], w[head + 4u], t), q6k_scale(w[head + t / 4u], w[head + 4u], t + 1u));
+    }
     if DTYPE == 6u {
         let head = base + quant_words(shape.k) + b / 8u * 4u;
         return q4k_scale_min(vec4<u32>(w[head], w[head + 1u], w[head + 2u], w[head + 3u]), b % 8u);
@@ -75,8 +85,9 @@ fn block_scale_min(base: u32, b: u32) -> vec2<f32> {
     return vec2<f32>(pick_scale(w[base + quant_words(shape.k) + b / 2u], b), 0.0);
 }
 
-// Quantized rows, 8 values a step; each row's block scale (and Q4_K min) is read once per
-// block of 32 and applies to the four rows' dot products at once (not a lookup per value pair).
+// Quantized rows, 8 values a step; each row's block scale (and Q4_K min, or Q6_K second scale)
+// is read once per block of 32 and applies to the four rows' dot products at once (not a
+// lookup per value pair).
 fn quantized_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4> {
     var acc: array<vec4<f32>, 4>;
     for (var b = 0u; b < shape.k / 32u; b++) {
@@ -85,8 +96,12 @@ fn quantized_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4
         let s2 = block_scale_min(wrow[2], b);
         let s3 = block_scale_min(wrow[3], b);
         let d = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
-        let mins = vec4<f32>(s0.y, s1.y, s2.y, s3.y);
+        let second = vec4<f32>(s0.y, s1.y, s2.y, s3.y);  // Q4_K: the mins; Q6_K: the second 16's scales
         for (var v = 32u * b; v < 32u * b + 32u; v += 8u) {
+            var scale = d;
+            if DTYPE == 7u && v >= 32u * b + 16u {
+                scale = second;
+            }
             let w0 = quant_eight(wrow[0], v);
             let w1 = quant_eight(wrow[1], v);
             let w2 = quant_eight(wrow[2], v);
@@ -100,9 +115,9 @@ fn quantized_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4
                     dot(lo, w1[0]) + dot(hi, w1[1]),
                     dot(lo, w2[0]) + dot(hi, w2[1]),
                     dot(lo, w3[0]) + dot(hi, w3[1]),
-                ) * d;
+                ) * scale;
                 if DTYPE == 6u {
-                    acc[i] -= mins * dot(lo + hi, vec4<f32>(1.0));
+                    acc[i] -= second * dot(lo + hi, vec4<f32>(1.0));
                 }
             }
         }

@@ -23,13 +23,13 @@ fn values_per_load() -> u32 {
     switch DTYPE {
         case 2u: { return 4u; }
         case 3u: { return 16u; }
-        case 4u, 5u, 6u: { return 32u; }
+        case 4u, 5u, 6u, 7u: { return 32u; }
         default: { return 8u; }
     }
 }
 
 // Token row b times load i of a weight row (unscaled for quantized rows; `high`: a Q5_0
-// block's fifth bits).
+// block's fifth bits; Q6_K's two blocks of 16 are dotted by q6_dot instead).
 fn row_dot(b: u32, i: u32, wv: vec4<u32>, high: u32) -> f32 {
     let k4 = shape.k / 4u;
     switch DTYPE {
@@ -73,21 +73,47 @@ fn row_dot(b: u32, i: u32, wv: vec4<u32>, high: u32) -> f32 {
     }
 }
 
-// The fifth bits of load i (a whole Q5_0 block) of the row starting at word `base`; 0 for
-// other formats.
-fn load_fifth_bits(base: u32, i: u32) -> u32 {
-    if DTYPE != 5u {
-        return 0u;
+// Token row b times 16 Q6_K values of load i: nibble words `lo` and `hi` (8 values each) and
+// their high bits `high` (2 each); `half` 0 or 1 of the load.
+fn q6_dot(b: u32, i: u32, lo: u32, hi: u32, high: u32, half: u32) -> f32 {
+    let at = b * (shape.k / 4u) + 8u * i + 4u * half;
+    return dot(unpack_q6_lo(lo, high), x[at]) + dot(unpack_q6_hi(lo, high), x[at + 1u])
+        + dot(unpack_q6_lo(hi, high >> 16u), x[at + 2u]) + dot(unpack_q6_hi(hi, high >> 16u), x[at + 3u]);
+}
+
+// The extra bits of load i of the row starting at word `base`: a Q5_0 block's fifth bits, or
+// the high 2 bits of a Q6_K load's two blocks of 16 (one word each); 0 for other formats.
+fn load_bits(base: u32, i: u32) -> vec2<u32> {
+    switch DTYPE {
+        case 5u: {
+            let at = fifth_bits_at(base, shape.k, i);
+            return vec2<u32>(w[at / 4u][at % 4u], 0u);
+        }
+        case 7u: {
+            let at = base + shape.k / 8u + 2u * i;  // even: both words in one 16-byte load
+            let pair = w[at / 4u];
+            return select(pair.xy, pair.zw, at % 4u == 2u);
+        }
+        default: {
+            return vec2<u32>(0u);
+        }
     }
-    let at = fifth_bits_at(base, shape.k, i);
-    return w[at / 4u][at % 4u];
 }
 
 // The scale and min of load i of the row starting at word `base`: (1, 0) for float rows,
-// (the block's scale, 0) for Q8_0, Q5_0 and Q4_0, a Q4_K block's scale and min.
+// (the block's scale, 0) for Q8_0, Q5_0 and Q4_0, a Q4_K block's scale and min, and for
+// Q6_K the scales (times d) of the load's two blocks of 16.
 fn load_scale_min(base: u32, i: u32) -> vec2<f32> {
     if DTYPE < 3u {
         return vec2<f32>(1.0, 0.0);
+    }
+    if DTYPE == 7u {
+        let head = base + quant_words(shape.k) + i / 8u * 5u;
+        let t = 2u * (i % 8u);  // the first block of 16; both scales are in one word
+        let at = head + t / 4u;
+        let scales = w[at / 4u][at % 4u];
+        let d = w[(head + 4u) / 4u][(head + 4u) % 4u];
+        return vec2<f32>(q6k_scale(scales, d, t), q6k_scale(scales, d, t + 1u));
     }
     if DTYPE == 6u {
         let head = base + quant_words(shape.k) + i / 8u * 4u;  // 16-byte aligned
@@ -105,9 +131,13 @@ fn row_sum(b: u32, i: u32) -> f32 {
     return s.x + s.y + s.z + s.w;
 }
 
-// Token row b times load i of a weight row, scaled: `sm` is the load's scale and min.
-fn load_dot(b: u32, i: u32, wv: vec4<u32>, high: u32, sm: vec2<f32>) -> f32 {
-    var t = sm.x * row_dot(b, i, wv, high);
+// Token row b times load i of a weight row, scaled: `sm` is the load's scale and min (see
+// load_scale_min), `bits` its extra bits (see load_bits).
+fn load_dot(b: u32, i: u32, wv: vec4<u32>, bits: vec2<u32>, sm: vec2<f32>) -> f32 {
+    if DTYPE == 7u {
+        return sm.x * q6_dot(b, i, wv.x, wv.y, bits.x, 0u) + sm.y * q6_dot(b, i, wv.z, wv.w, bits.y, 1u);
+    }
+    var t = sm.x * row_dot(b, i, wv, bits.x);
     if DTYPE == 6u {
         t -= sm.y * row_sum(b, i);
     }
@@ -138,7 +168,7 @@ fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
         for (var i = lane; i < loads; i += LANES) {
             let wv = w[base / 4u + i];
             let sm = load_scale_min(base, i);
-            let h = load_fifth_bits(base, i);
+            let h = load_bits(base, i);
             lo.x += load_dot(b0, i, wv, h, sm);
             if b_count > 1u { lo.y += load_dot(b0 + 1u, i, wv, h, sm); }
             if b_count > 2u { lo.z += load_dot(b0 + 2u, i, wv, h, sm); }

@@ -5,9 +5,11 @@
 // each block of 32 with a 6-bit scale and min under the super-block's f16 d and dmin). A
 // quantized row holds its quants in value order (Q5_0: then one word of fifth bits per block,
 // padded to 16 bytes), then its scales two per word, padded to 16 bytes (Q4_K: 16 bytes per
-// super-block, as GGUF has them) (quant.rs). Values are widened here; all arithmetic is f32, so
-// `shader-f16` is never needed. Prepended to every kernel that reads a weight matrix.
-// DTYPE: 0 = bf16, 1 = f16, 2 = f32, 3 = q8_0, 4 = q4_0, 5 = q5_0, 6 = q4_k.
+// super-block, as GGUF has them). Q6_K: the low nibbles, then the high 2 bits (4 values a byte),
+// then per super-block of 256 its 16 signed 8-bit scales (one per 16 values) and f16 d in 5
+// words (quant.rs). Values are widened here; all arithmetic is f32, so `shader-f16` is never
+// needed. Prepended to every kernel that reads a weight matrix.
+// DTYPE: 0 = bf16, 1 = f16, 2 = f32, 3 = q8_0, 4 = q4_0, 5 = q5_0, 6 = q4_k, 7 = q6_k.
 override DTYPE: u32 = 0u;
 
 // The two 16-bit values of one word (DTYPE 0 or 1), low half first.
@@ -71,13 +73,38 @@ fn q4k_scale_min(words: vec4<u32>, j: u32) -> vec2<f32> {
     return vec2<f32>(dm.x * f32(scale), dm.y * f32(min));
 }
 
-// Words of a quantized row's quants (DTYPE 3, 4, 5 or 6; Q5_0's fifth bits included).
+// Values 0..3 and 4..7 of a Q6_K word of nibbles, each with its high 2 bits from `high` (bits
+// 2j for the word's value j), minus 32.
+fn unpack_q6_lo(word: u32, high: u32) -> vec4<f32> {
+    let nibbles = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
+    let top = ((vec4<u32>(high) >> vec4<u32>(0u, 2u, 4u, 6u)) & vec4<u32>(3u)) << vec4<u32>(4u);
+    return vec4<f32>(nibbles | top) - 32.0;
+}
+fn unpack_q6_hi(word: u32, high: u32) -> vec4<f32> {
+    return unpack_q6_lo(word >> 16u, high >> 8u);
+}
+
+// A signed byte of a word, as f32 (Q6_K's scales).
+fn signed_byte(word: u32, byte: u32) -> f32 {
+    return f32(bitcast<i32>(word << (24u - 8u * byte)) >> 24u);
+}
+
+// Words of a quantized row's quants (DTYPE 3 to 7; Q5_0's fifth bits and Q6_K's high bits
+// included).
 fn quant_words(cols: u32) -> u32 {
     switch DTYPE {
         case 3u: { return cols / 4u; }
         case 5u: { return cols / 8u + (cols / 32u + 3u) / 4u * 4u; }
+        case 7u: { return cols / 8u + cols / 16u; }
         default: { return cols / 8u; }
     }
+}
+
+// Q6_K: d times the scale of values 16t..16t+15 of a super-block, from the word holding that
+// scale and the word holding d (the caller reads them: they sit at 5 sb + t / 4 and 5 sb + 4
+// words past the quants).
+fn q6k_scale(scale_word: u32, d_word: u32, t: u32) -> f32 {
+    return unpack2x16float(d_word).x * signed_byte(scale_word, t % 4u);
 }
 
 // The word of Q5_0 fifth bits of `block` in the row starting at word `base`.
@@ -91,6 +118,7 @@ fn row_words(cols: u32) -> u32 {
         case 2u: { return cols; }
         case 3u, 4u, 5u: { return quant_words(cols) + (cols / 32u + 7u) / 8u * 4u; }
         case 6u: { return quant_words(cols) + cols / 64u; }
+        case 7u: { return quant_words(cols) + (cols / 256u * 5u + 3u) / 4u * 4u; }
         default: { return cols / 2u; }
     }
 }

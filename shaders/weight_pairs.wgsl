@@ -35,6 +35,15 @@ fn weight_pair_at(base: u32, p: u32, cols: u32) -> vec2<f32> {
             let dm = q4k_scale_min(vec4<u32>(w[head], w[head + 1u], w[head + 2u], w[head + 3u]), v / 32u % 8u);
             return q * dm.x - dm.y;
         }
+        case 7u: {
+            let v = 2u * p;
+            let word = w[base + v / 8u] >> (4u * (v % 8u));
+            let high = w[base + cols / 8u + v / 16u] >> (2u * (v % 16u));
+            let q = vec2<u32>(word & 15u, (word >> 4u) & 15u) | ((vec2<u32>(high, high >> 2u) & vec2<u32>(3u)) << vec2<u32>(4u));
+            let head = base + quant_words(cols) + v / 256u * 5u;
+            let t = v % 256u / 16u;
+            return (vec2<f32>(q) - 32.0) * q6k_scale(w[head + t / 4u], w[head + 4u], t);
+        }
         default: {
             return unpack_word(w[base + p]);
         }

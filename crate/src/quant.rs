@@ -48,6 +48,7 @@ impl WeightFormat {
             WeightFormat::Quant(Quant::Q4_0) => 4,
             WeightFormat::Quant(Quant::Q5_0) => 5,
             WeightFormat::Quant(Quant::Q4_K) => 6,
+            WeightFormat::Quant(Quant::Q6_K) => 7,
         }
     }
 
@@ -74,13 +75,12 @@ impl WeightFormat {
     }
 
     /// How a matrix a file stores as `ty` is kept on the GPU: floats as stored, or quantized to
-    /// `quant`; GGUF blocks in a format the kernels read (Q8_0, Q5_0, Q4_0 and Q4_K blocks as
-    /// they are, Q6_K requantized to Q8_0).
+    /// `quant`; GGUF blocks as they are (every block type has a GPU format the kernels read).
     pub fn for_stored(ty: TensorType, quant: Option<Quant>) -> Self {
         match (ty, quant) {
             (TensorType::Float(d), None) => WeightFormat::Float(d),
             (TensorType::Float(_), Some(q)) => WeightFormat::Quant(q),
-            (TensorType::Blocks(b), _) => WeightFormat::Quant(b.gpu_quant().unwrap_or(Quant::Q8_0)),
+            (TensorType::Blocks(b), _) => WeightFormat::Quant(b.gpu_quant()),
         }
     }
 
@@ -89,7 +89,7 @@ impl WeightFormat {
         let row_bytes = ty.bytes_of(cols).expect("rows of whole blocks");
         match (ty, self) {
             (TensorType::Float(d), WeightFormat::Float(f)) if d == f => out.extend_from_slice(bytes),
-            (TensorType::Blocks(b), WeightFormat::Quant(q)) if b.gpu_quant() == Some(q) => {
+            (TensorType::Blocks(b), WeightFormat::Quant(q)) if b.gpu_quant() == q => {
                 for row in bytes.chunks_exact(row_bytes) {
                     q.row_from_gguf(row, cols, out);
                 }
@@ -128,8 +128,24 @@ impl WeightFormat {
 /// Values per block, each block with one scale.
 pub const BLOCK: usize = 32;
 
-/// Values per Q4_K super-block.
+/// Values per K-quant super-block.
 const K_BLOCK: usize = 256;
+
+/// Bytes per Q6_K super-block after the quants on the GPU: 16 scales, `d`, 2 zero bytes.
+const Q6K_HEAD: usize = 20;
+
+/// Where value `v` (0..256) of a GGUF Q6_K block keeps its low nibble and high 2 bits: `ql` and
+/// `qh` hold the two halves of 128 values in turn; within a half, groups of 32 share `ql` bytes
+/// (groups 0 and 2 low and high nibble of bytes 0..32, groups 1 and 3 of bytes 32..64) and each
+/// `qh` byte holds the 2 bits of the four groups.
+fn q6k_low(block: &[u8], v: usize) -> u8 {
+    let (half, group, l) = (v / 128, v % 128 / 32, v % 32);
+    (block[64 * half + 32 * (group % 2) + l] >> (4 * (group / 2))) & 15
+}
+fn q6k_high(block: &[u8], v: usize) -> u8 {
+    let (half, group, l) = (v / 128, v % 128 / 32, v % 32);
+    (block[128 + 32 * half + l] >> (2 * group)) & 3
+}
 
 /// A quantized format of weight matrices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,6 +158,10 @@ pub enum Quant {
     /// 256 values in eight blocks of 32, each with a 6-bit scale and min under the super-block's
     /// f16 `d` and `dmin`: `x = d * scale * q - dmin * min`, q a nibble.
     Q4_K,
+    /// llama.cpp's Q6_K, for GGUF files: super-blocks of 256 values in sixteen blocks of 16,
+    /// each with a signed 8-bit scale under the super-block's f16 `d`: `x = d * scale * (q - 32)`,
+    /// q 6 bits (a nibble and 2 high bits).
+    Q6_K,
 }
 
 impl std::str::FromStr for Quant {
@@ -165,6 +185,7 @@ impl Quant {
             Quant::Q5_0 => "q5_0",
             Quant::Q4_0 => "q4_0",
             Quant::Q4_K => "q4_k",
+            Quant::Q6_K => "q6_k",
         }
     }
 
@@ -175,23 +196,28 @@ impl Quant {
             Quant::Q5_0 => BlockType::Q5_0,
             Quant::Q4_0 => BlockType::Q4_0,
             Quant::Q4_K => BlockType::Q4_K,
+            Quant::Q6_K => BlockType::Q6_K,
         }
     }
 
-    /// Bytes of one row's quants (Q5_0: and its fifth bits, padded to 16).
+    /// Bytes of one row's quants (Q5_0: and its fifth bits, padded to 16; Q6_K: and its high
+    /// 2 bits, 4 values a byte).
     pub fn quant_bytes(self, cols: usize) -> usize {
         match self {
             Quant::Q8_0 => cols,
             Quant::Q5_0 => cols / 2 + (4 * cols / BLOCK).next_multiple_of(16),
             Quant::Q4_0 | Quant::Q4_K => cols / 2,
+            Quant::Q6_K => cols / 2 + cols / 4,
         }
     }
 
     /// Bytes of one row on the GPU: quants, then scales (f16 per block, padded to 16; Q4_K: 16
-    /// bytes per super-block, `d`, `dmin` and the packed scales and mins as GGUF has them).
+    /// bytes per super-block, `d`, `dmin` and the packed scales and mins as GGUF has them;
+    /// Q6_K: 20 bytes per super-block, its 16 scales, `d` and 2 zero bytes, padded to 16).
     pub fn row_bytes(self, cols: usize) -> usize {
         let scales = match self {
             Quant::Q4_K => cols / K_BLOCK * 16,
+            Quant::Q6_K => (cols / K_BLOCK * Q6K_HEAD).next_multiple_of(16),
             _ => (2 * cols / BLOCK).next_multiple_of(16),
         };
         self.quant_bytes(cols) + scales
@@ -212,8 +238,13 @@ impl Quant {
     /// Appends one row (`values.len()` a multiple of [`BLOCK`], of 256 for Q4_K) in the GPU
     /// layout.
     pub fn quantize_row(self, values: &[f32], out: &mut Vec<u8>) {
-        if self == Quant::Q4_K {
-            let blocks: Vec<u8> = values.chunks_exact(K_BLOCK).flat_map(quantize_q4_k_block).collect();
+        // K-quants: GGUF super-blocks first, then the GPU layout.
+        let blocks: Vec<u8> = match self {
+            Quant::Q4_K => values.chunks_exact(K_BLOCK).flat_map(quantize_q4_k_block).collect(),
+            Quant::Q6_K => values.chunks_exact(K_BLOCK).flat_map(quantize_q6_k_block).collect(),
+            _ => Vec::new(),
+        };
+        if !blocks.is_empty() {
             return self.row_from_gguf(&blocks, values.len(), out);
         }
         let start = out.len();
@@ -223,7 +254,8 @@ impl Quant {
             let (d, quants) = match self {
                 Quant::Q8_0 => quantize_q8_0(block),
                 Quant::Q5_0 => quantize_symmetric(block, 16),
-                Quant::Q4_0 | Quant::Q4_K => quantize_symmetric(block, 8), // Q4_K: returned above
+                // (the K-quants returned above)
+                Quant::Q4_0 | Quant::Q4_K | Quant::Q6_K => quantize_symmetric(block, 8),
             };
             scales.push(d);
             match self {
@@ -261,6 +293,14 @@ impl Quant {
                         let (scale, min) = crate::gguf::scale_min_k4(b % 8, &head[4..]);
                         return half(0) * f32::from(scale) * f32::from(nibble) - half(2) * f32::from(min);
                     }
+                    Quant::Q6_K => {
+                        // The high 2 bits, then the super-block's scale of this 16 and its d.
+                        let high = (row[cols / 2 + i / 4] >> (2 * (i % 4))) & 3;
+                        let head = &row[self.quant_bytes(cols) + Q6K_HEAD * (i / K_BLOCK)..][..Q6K_HEAD];
+                        let d = half::f16::from_le_bytes([head[16], head[17]]).to_f32();
+                        let scale = f32::from(head[i % K_BLOCK / 16] as i8);
+                        return d * scale * (f32::from(nibble | (high << 4)) - 32.0);
+                    }
                 };
                 q * d
             })
@@ -284,17 +324,27 @@ impl Quant {
                     let nibble = |v: usize| (block[16 + 32 * (v / 64) + v % 32] >> (4 * (v / 32 % 2))) & 15;
                     nibble(2 * k) | (nibble(2 * k + 1) << 4)
                 })),
+                Quant::Q6_K => {
+                    out.extend((0..K_BLOCK / 2).map(|k| q6k_low(block, 2 * k) | (q6k_low(block, 2 * k + 1) << 4)))
+                }
             }
         }
-        if self == Quant::Q5_0 {
-            for block in blocks.chunks_exact(block_bytes) {
-                out.extend_from_slice(&block[2..6]);
-            }
-            out.resize(start + self.quant_bytes(cols), 0);
+        match self {
+            Quant::Q5_0 => blocks.chunks_exact(block_bytes).for_each(|b| out.extend_from_slice(&b[2..6])),
+            Quant::Q6_K => blocks.chunks_exact(block_bytes).for_each(|b| {
+                out.extend(
+                    (0..K_BLOCK / 4).map(|k| (0..4).fold(0, |byte, j| byte | (q6k_high(b, 4 * k + j) << (2 * j)))),
+                )
+            }),
+            _ => {}
         }
-        let scales = if self == Quant::Q4_K { 16 } else { 2 };
+        out.resize(start + self.quant_bytes(cols), 0);
         for block in blocks.chunks_exact(block_bytes) {
-            out.extend_from_slice(&block[..scales]);
+            match self {
+                Quant::Q4_K => out.extend_from_slice(&block[..16]),
+                Quant::Q6_K => out.extend(block[192..210].iter().copied().chain([0, 0])),
+                _ => out.extend_from_slice(&block[..2]),
+            }
         }
         out.resize(start + self.row_bytes(cols), 0);
     }
@@ -356,6 +406,30 @@ fn quantize_q4_k_block(x: &[f32]) -> Vec<u8> {
         }
     }
     block.extend(qs);
+    block
+}
+
+/// A Q6_K super-block of 256 values in GGUF's layout, by a plain rule: each block of 16 gets
+/// scale `max|x| / 31`, rounded to 8 bits under the super-block's f16 `d`; `q = round(x / (d *
+/// scale))` in -32..=31. For tests (GGUF files bring their own).
+fn quantize_q6_k_block(x: &[f32]) -> Vec<u8> {
+    let scales: Vec<f32> = x.chunks_exact(16).map(|b| b.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 31.0).collect();
+    let d = half::f16::from_f32(scales.iter().fold(0.0f32, |m, &s| m.max(s)) / 127.0);
+    let sc: Vec<i8> = scales
+        .iter()
+        .map(|&s| if d.to_f32() > 0.0 { (s / d.to_f32()).round().clamp(0.0, 127.0) as i8 } else { 0 })
+        .collect();
+    let mut block = vec![0u8; 210];
+    for (v, &value) in x.iter().enumerate() {
+        let unit = d.to_f32() * f32::from(sc[v / 16]);
+        let q = if unit > 0.0 { (value / unit).round().clamp(-32.0, 31.0) as i8 } else { 0 };
+        let q = (q + 32) as u8;
+        let (half, group, l) = (v / 128, v % 128 / 32, v % 32);
+        block[64 * half + 32 * (group % 2) + l] |= (q & 15) << (4 * (group / 2));
+        block[128 + 32 * half + l] |= (q >> 4) << (2 * group);
+    }
+    block[192..208].copy_from_slice(&sc.iter().map(|&s| s as u8).collect::<Vec<_>>());
+    block[208..210].copy_from_slice(&d.to_le_bytes());
     block
 }
 
@@ -441,6 +515,27 @@ mod tests {
     }
 
     #[test]
+    fn q6_k_keeps_ggml_layout_and_values_within_a_step() {
+        let x = ramp(2 * 512);
+        let back = Quant::Q6_K.round(&x, 512);
+        for (block, got) in x.chunks(16).zip(back.chunks(16)) {
+            // A step of max|x| / 31, with the 8-bit scale rounded: a step at most.
+            let step = block.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 31.0;
+            for (a, b) in block.iter().zip(got) {
+                assert!((a - b).abs() <= step, "{a} -> {b} (step {step})");
+            }
+        }
+        let blocks: Vec<u8> = x[..512].chunks(K_BLOCK).flat_map(quantize_q6_k_block).collect();
+        let mut row = Vec::new();
+        Quant::Q6_K.row_from_gguf(&blocks, 512, &mut row);
+        assert_eq!(row.len(), Quant::Q6_K.row_bytes(512));
+        assert_eq!(row.len(), 256 + 128 + 48);
+        let mut ggml = Vec::new();
+        BlockType::Q6_K.dequantize(&blocks, &mut ggml);
+        assert_eq!(Quant::Q6_K.dequantize_row(&row, 512), ggml);
+    }
+
+    #[test]
     fn round_trips_stay_within_a_step() {
         let x = ramp(3 * 64);
         for q in [Quant::Q8_0, Quant::Q5_0, Quant::Q4_0] {
@@ -453,7 +548,7 @@ mod tests {
                     Quant::Q8_0 => (amax / 127.0, 127.0, 0.5),
                     Quant::Q5_0 => (amax / 16.0, 16.0, 1.0),
                     Quant::Q4_0 => (amax / 8.0, 8.0, 1.0),
-                    Quant::Q4_K => unreachable!("not in the list"),
+                    Quant::Q4_K | Quant::Q6_K => unreachable!("not in the list"),
                 };
                 let bound = steps * step + top * step / 2048.0 + 1e-6;
                 for (a, b) in block.iter().zip(got) {

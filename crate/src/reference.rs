@@ -10,8 +10,8 @@ use crate::choice::argmax;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
 use crate::hf_names::{EMBED_TOKENS, LM_HEAD, LayerNames, LinearNames, NORM};
-use crate::quant::{Quant, WeightFormat};
-use crate::weights::{TensorInfo, TensorSink, TensorType};
+use crate::quant::Quant;
+use crate::weights::{TensorInfo, TensorSink};
 
 /// One decoder layer's weights, HF names.
 pub struct CpuLayer {
@@ -304,10 +304,11 @@ fn l2(x: &[f32]) -> f32 {
     x.iter().map(|v| v * v).sum::<f32>().sqrt()
 }
 
-/// A [`TensorSink`] that widens every tensor to f32, keyed by HF name: floats as stored, and a
-/// matrix of GGUF blocks as the GPU keeps it ([`WeightFormat::for_stored`]: the same blocks,
-/// or their Q8_0 requantization), so the CPU computes with exactly the GPU's weights. A
-/// tensor's bytes are gathered until it is complete (chunks may split a value), then widened.
+/// A [`TensorSink`] that widens every tensor to f32, keyed by HF name: floats as stored, GGUF
+/// blocks dequantized as ggml does. The GPU keeps every block type as it is
+/// ([`crate::quant::WeightFormat::for_stored`], bit-equal: `tests/gguf.rs`), so the CPU computes
+/// with exactly the GPU's weights. A tensor's bytes are gathered until it is complete (chunks
+/// may split a value or a block), then widened.
 #[derive(Default)]
 pub struct F32Tensors(pub HashMap<String, Vec<f32>>, Vec<u8>);
 
@@ -322,20 +323,8 @@ impl TensorSink for F32Tensors {
         }
         self.1.extend_from_slice(bytes);
         if offset + bytes.len() as u64 == t.byte_len() {
-            let bytes = std::mem::take(&mut self.1);
-            let values = match (t.ty, &t.shape[..]) {
-                (TensorType::Blocks(_), &[_, cols]) => {
-                    let format = WeightFormat::for_stored(t.ty, None);
-                    let mut stored = Vec::new();
-                    format.convert_rows(t.ty, &bytes, cols, &mut stored);
-                    format.decode(&stored, cols)
-                }
-                _ => {
-                    let mut values = Vec::with_capacity(t.numel());
-                    t.ty.to_f32(&bytes, &mut values);
-                    values
-                }
-            };
+            let mut values = Vec::with_capacity(t.numel());
+            t.ty.to_f32(&std::mem::take(&mut self.1), &mut values);
             self.0.insert(t.name.clone(), values);
         }
         Ok(())

@@ -13,7 +13,7 @@ use onetoken::weights::Dtype;
 
 const BF16: WeightFormat = WeightFormat::Float(Dtype::BF16);
 /// Every format a weight matrix can have on the GPU.
-const FORMATS: [WeightFormat; 7] = [
+const FORMATS: [WeightFormat; 8] = [
     BF16,
     WeightFormat::Float(Dtype::F16),
     WeightFormat::Float(Dtype::F32),
@@ -21,6 +21,7 @@ const FORMATS: [WeightFormat; 7] = [
     WeightFormat::Quant(Quant::Q5_0),
     WeightFormat::Quant(Quant::Q4_0),
     WeightFormat::Quant(Quant::Q4_K),
+    WeightFormat::Quant(Quant::Q6_K),
 ];
 
 fn gpu() -> Gpu {
@@ -159,6 +160,7 @@ fn embedding_gathers_rows_across_chunks() {
         (517, 96, Some(1024), WeightFormat::Quant(Quant::Q4_0)),
         (517, 160, Some(1024), WeightFormat::Quant(Quant::Q5_0)),
         (517, 512, Some(4096), WeightFormat::Quant(Quant::Q4_K)),
+        (517, 512, Some(4096), WeightFormat::Quant(Quant::Q6_K)),
     ];
     for (vocab, h, limit, format) in cases {
         let gpu = match limit {
@@ -370,16 +372,23 @@ fn lm_head_rows_compute_only_the_chosen_logits() {
     let q8 = WeightFormat::Quant(Quant::Q8_0);
     let q4 = WeightFormat::Quant(Quant::Q4_0);
     let q5 = WeightFormat::Quant(Quant::Q5_0);
-    let q4k = WeightFormat::Quant(Quant::Q4_K);
-    let cases =
-        [(None, BF16), (Some(2048u64), BF16), (None, q8), (Some(2048), q4), (Some(4096), q5), (Some(8192), q4k)];
+    let (q4k, q6k) = (WeightFormat::Quant(Quant::Q4_K), WeightFormat::Quant(Quant::Q6_K));
+    let cases = [
+        (None, BF16),
+        (Some(2048u64), BF16),
+        (None, q8),
+        (Some(2048), q4),
+        (Some(4096), q5),
+        (Some(8192), q4k),
+        (None, q6k),
+    ];
     for (limit, format) in cases {
         let gpu = match limit {
             Some(l) => small_binding_gpu(l),
             None => gpu(),
         };
-        // Q4_K rows are whole super-blocks of 256.
-        let (vocab, h, rows) = (1001, if format == q4k { 1024 } else { 896 }, 3);
+        // K-quant rows are whole super-blocks of 256.
+        let (vocab, h, rows) = (1001, if format == q4k || format == q6k { 1024 } else { 896 }, 3);
         let head = format.round(&seeded(30, vocab * h, 0.1), h);
         let hm = PackedMatrix::from_f32(&gpu, "head", (vocab, h), format, &head).unwrap();
         let x = seeded(31, rows * h, 1.0);

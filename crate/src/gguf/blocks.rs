@@ -68,15 +68,15 @@ impl BlockType {
         }
     }
 
-    /// The GPU format that holds these blocks as they are (Q8_0, Q5_0, Q4_0, Q4_K), if any: the
-    /// same scales and quants, rearranged. Q6_K has none yet.
-    pub fn gpu_quant(self) -> Option<Quant> {
+    /// The GPU format that holds these blocks as they are: the same scales and quants,
+    /// rearranged for the kernels.
+    pub fn gpu_quant(self) -> Quant {
         match self {
-            BlockType::Q8_0 => Some(Quant::Q8_0),
-            BlockType::Q5_0 => Some(Quant::Q5_0),
-            BlockType::Q4_0 => Some(Quant::Q4_0),
-            BlockType::Q4_K => Some(Quant::Q4_K),
-            BlockType::Q6_K => None,
+            BlockType::Q8_0 => Quant::Q8_0,
+            BlockType::Q5_0 => Quant::Q5_0,
+            BlockType::Q4_0 => Quant::Q4_0,
+            BlockType::Q4_K => Quant::Q4_K,
+            BlockType::Q6_K => Quant::Q6_K,
         }
     }
 

@@ -168,8 +168,8 @@ impl GpuWeights {
 
 /// A [`TensorSink`] that uploads a tensor stream (safetensors or GGUF) to the GPU as it
 /// arrives: matrices are written piece by piece (never whole in memory), converted a row at a
-/// time where the GPU keeps them in another format ([`WeightFormat::for_stored`]: quantized on
-/// load with a [`Quant`], GGUF Q6_K as Q8_0); vectors are widened to f32 when complete.
+/// time where the GPU keeps them in another layout ([`WeightFormat::for_stored`]: quantized on
+/// load with a [`Quant`], GGUF blocks rearranged); vectors are widened to f32 when complete.
 /// Wrap it in [`crate::weights::CheckedSink`] so names and shapes are checked first.
 pub struct GpuLoader {
     gpu: Rc<Gpu>,
