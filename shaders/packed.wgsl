@@ -35,15 +35,21 @@ fn unpack_q4_hi(word: u32) -> vec4<f32> {
     return vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - 8.0;
 }
 
+// Values 0..3 of a word of nibbles, each widened by `width` high bits from `high` (bits
+// width * j for value j), minus `zero`: Q5_0 (1 bit, zero 16) and Q6_K (2 bits, zero 32).
+fn unpack_wide(word: u32, high: u32, width: u32, zero: f32) -> vec4<f32> {
+    let nibbles = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
+    let top = ((vec4<u32>(high) >> (vec4<u32>(0u, 1u, 2u, 3u) * width)) & vec4<u32>((1u << width) - 1u)) << vec4<u32>(4u);
+    return vec4<f32>(nibbles | top) - zero;
+}
+
 // Values 0..3 and 4..7 of a Q5_0 word: its nibbles, each with a fifth bit from `high` (bit j
 // for the word's value j), minus 16.
 fn unpack_q5_lo(word: u32, high: u32) -> vec4<f32> {
-    let nibbles = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
-    let fifth = ((vec4<u32>(high) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) << vec4<u32>(4u);
-    return vec4<f32>(nibbles | fifth) - 16.0;
+    return unpack_wide(word, high, 1u, 16.0);
 }
 fn unpack_q5_hi(word: u32, high: u32) -> vec4<f32> {
-    return unpack_q5_lo(word >> 16u, high >> 4u);
+    return unpack_wide(word >> 16u, high >> 4u, 1u, 16.0);
 }
 
 // Values 0..3 and 4..7 of a Q4_K word: its nibbles, unsigned.
@@ -76,12 +82,10 @@ fn q4k_scale_min(words: vec4<u32>, j: u32) -> vec2<f32> {
 // Values 0..3 and 4..7 of a Q6_K word of nibbles, each with its high 2 bits from `high` (bits
 // 2j for the word's value j), minus 32.
 fn unpack_q6_lo(word: u32, high: u32) -> vec4<f32> {
-    let nibbles = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
-    let top = ((vec4<u32>(high) >> vec4<u32>(0u, 2u, 4u, 6u)) & vec4<u32>(3u)) << vec4<u32>(4u);
-    return vec4<f32>(nibbles | top) - 32.0;
+    return unpack_wide(word, high, 2u, 32.0);
 }
 fn unpack_q6_hi(word: u32, high: u32) -> vec4<f32> {
-    return unpack_q6_lo(word >> 16u, high >> 8u);
+    return unpack_wide(word >> 16u, high >> 8u, 2u, 32.0);
 }
 
 // A signed byte of a word, as f32 (Q6_K's scales).
