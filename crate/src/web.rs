@@ -189,10 +189,11 @@ impl WebGgufLoader {
                 if !self.stream.push_header(chunk).map_err(js)? {
                     return Ok(());
                 }
-                let header = self.stream.header().expect("parsed");
+                // The header is dropped once read: only the tensor list stays, in the stream.
+                let header = self.stream.take_header().expect("parsed");
                 header.check_quant(self.quant).map_err(js)?;
                 let config = header.config().map_err(js)?;
-                self.tokenizer = Some(crate::gguf::tokenizer(header).map_err(js)?);
+                self.tokenizer = Some(crate::gguf::tokenizer(&header).map_err(js)?);
                 let loader = GpuLoader::new(self.gpu.clone(), &config, None).labelled(header.quant_label());
                 let sink = self.sink.insert(CheckedSink::new(&config, loader));
                 self.stream.push(&[], sink).map_err(js)

@@ -236,7 +236,7 @@ fn a_stream_cut_anywhere_gives_the_same_tensors() {
                 break;
             }
         }
-        let config = stream.header().unwrap().config().unwrap();
+        let config = stream.take_header().unwrap().config().unwrap();
         let mut sink = CheckedSink::new(&config, F32Tensors::default());
         stream.push(&[], &mut sink).unwrap();
         for chunk in chunks {

@@ -18,8 +18,8 @@ use crate::hf_names::{EMBED_TOKENS, LM_HEAD};
 use crate::quant::Quant;
 use crate::weights::{DataSection, TensorSink, TensorType};
 
-/// Push parser of one GGUF file: [`Self::push_header`] until it returns true, then
-/// [`Self::push`] the rest of the file, then [`Self::finish`].
+/// Push parser of one GGUF file: [`Self::push_header`] until it returns true,
+/// [`Self::take_header`], then [`Self::push`] the rest of the file, then [`Self::finish`].
 pub struct GgufStream {
     file: String,
     file_len: Option<u64>,
@@ -41,9 +41,9 @@ impl GgufStream {
         Error::model_file(&self.file, problem)
     }
 
-    /// Gathers the file's first bytes; true once the header is parsed (see [`Self::header`]).
+    /// Gathers the file's first bytes; true once the header is parsed (see [`Self::take_header`]).
     pub fn push_header(&mut self, chunk: &[u8]) -> Result<bool> {
-        if self.header.is_some() {
+        if self.data.is_some() {
             return Err(self.err("push_header after the header was complete"));
         }
         self.head.extend_from_slice(chunk);
@@ -75,9 +75,11 @@ impl GgufStream {
         }
     }
 
-    /// The header, once [`Self::push_header`] has returned true.
-    pub fn header(&self) -> Option<&GgufHeader> {
-        self.header.as_ref()
+    /// The header, once [`Self::push_header`] has returned true. The stream keeps only the
+    /// tensor list it needs, so the caller owns (and can drop) the metadata: a 151,936-token
+    /// vocabulary need not stay in memory while the weights stream.
+    pub fn take_header(&mut self) -> Option<GgufHeader> {
+        self.header.take()
     }
 
     /// Feeds the bytes after the header to `sink` (first those gathered with the header).
@@ -215,7 +217,7 @@ pub fn read_pieces<S: TensorSink, P: AsRef<[u8]>>(
         let piece = pieces.next().ok_or_else(|| stream.incomplete_header())??;
         parsed = stream.push_header(piece.as_ref())?;
     }
-    let header = stream.header.take().expect("parsed");
+    let header = stream.take_header().expect("parsed");
     let Some(make) = sink else { return Ok((header, None)) };
     let config = header.config()?;
     let mut checked = crate::weights::CheckedSink::new(&config, make(&header, &config)?);
