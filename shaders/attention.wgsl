@@ -7,11 +7,15 @@ struct Shape {
     heads: u32,      // query heads
     kv_heads: u32,
     head_dim: u32,   // D <= 256
-    _pad: u32,
+    _splits: u32,    // (the split decode attention's)
+    q_stride: u32,   // row stride of q (the queries are its first heads x D columns)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 @group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;     // [M]: (cache row base, position)
-@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, heads * D], before RoPE
+@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride], before RoPE
 @group(0) @binding(3) var<storage, read> k_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [M, heads * D]
@@ -36,7 +40,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
     let len = workgroupUniformLoad(&seen);
     let scale = inverseSqrt(f32(d));
-    let q0 = (t * shape.heads + h) * d;
+    let q0 = t * shape.q_stride + h * d;
     let pos = token_meta[t].y;
     for (var i = tid; i < d; i += WG) {
         qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
@@ -45,7 +49,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
     var run_max = -3.4e38;
     var run_sum = 0.0;
-    var acc: array<f32, 4>;  // dims tid, tid + 64, ... (D <= 256)
+    // Output dims tid, tid + 64, tid + 128 and tid + 192 (D <= 256), in named components: an
+    // indexed local array would be left in slow memory by some compilers.
+    var acc = vec4<f32>(0.0);
     for (var start = 0u; start < len; start += BLOCK) {
         let n = min(BLOCK, len - start);
         var local_max = -3.4e38;
@@ -69,22 +75,37 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         let rescale = exp(run_max - new_max);
         run_sum = run_sum * rescale + block_sum;
         run_max = new_max;
-        for (var c = 0u; c < 4u; c++) {
-            let i = tid + c * WG;
-            if i < d {
-                var a = acc[c] * rescale;
-                for (var j = 0u; j < n; j++) {
-                    a = fma(scores[j], v_cache[(base + start + j) * kv_width + kv_off + i], a);
-                }
-                acc[c] = a;
-            }
-        }
+        let first = (base + start) * kv_width + kv_off;
+        acc = vec4<f32>(
+            weigh_values(acc.x * rescale, tid, n, first, kv_width),
+            weigh_values(acc.y * rescale, tid + WG, n, first, kv_width),
+            weigh_values(acc.z * rescale, tid + 2u * WG, n, first, kv_width),
+            weigh_values(acc.w * rescale, tid + 3u * WG, n, first, kv_width),
+        );
         workgroupBarrier();
     }
-    for (var c = 0u; c < 4u; c++) {
-        let i = tid + c * WG;
-        if i < d {
-            out[(t * shape.heads + h) * d + i] = acc[c] / run_sum;
-        }
+    let out0 = (t * shape.heads + h) * d;
+    put(out0, tid, acc.x / run_sum);
+    put(out0, tid + WG, acc.y / run_sum);
+    put(out0, tid + 2u * WG, acc.z / run_sum);
+    put(out0, tid + 3u * WG, acc.w / run_sum);
+}
+
+// Output dim i (< D) so far, `a` (already rescaled), plus this block's n probabilities times
+// the value rows starting at word `first` (stride `kv_width`); 0 for i past D.
+fn weigh_values(a: f32, i: u32, n: u32, first: u32, kv_width: u32) -> f32 {
+    if i >= shape.head_dim {
+        return 0.0;
+    }
+    var s = a;
+    for (var j = 0u; j < n; j++) {
+        s = fma(scores[j], v_cache[first + j * kv_width + i], s);
+    }
+    return s;
+}
+
+fn put(row: u32, i: u32, value: f32) {
+    if i < shape.head_dim {
+        out[row + i] = value;
     }
 }

@@ -6,6 +6,10 @@ struct Shape {
     kv_heads: u32,
     head_dim: u32,   // D
     splits: u32,     // chunks per (token, head) that `partial` has room for
+    _q_stride: u32,  // (read by the first pass)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 @group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)

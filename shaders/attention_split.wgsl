@@ -7,10 +7,14 @@ struct Shape {
     kv_heads: u32,
     head_dim: u32,   // D <= 256
     splits: u32,     // chunks per (token, head) that `partial` has room for
+    q_stride: u32,   // row stride of q (the queries are its first heads x D columns)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 @group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
-@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, heads * D], before RoPE
+@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride], before RoPE
 @group(0) @binding(3) var<storage, read> k_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;  // [M, heads, splits, D + 2]
@@ -40,7 +44,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let base = token_meta[t].x + start;
     let n = min(CHUNK, len - start);
     let scale = inverseSqrt(f32(d));
-    let q0 = (t * shape.heads + h) * d;
+    let q0 = t * shape.q_stride + h * d;
     let pos = token_meta[t].y;
     for (var i = tid; i < d; i += CHUNK) {
         qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;

@@ -1,12 +1,17 @@
 // The interface every linear-layer kernel shares (matmul, matvec, linear_direct), prepended to
-// each: y[m, n_offset + n] (+)= x[m, :] . w[n, :] + bias[n_offset + n], where w is one row
-// chunk of a HF Linear weight ([out, in], packed; see packed.wgsl). Each kernel declares
+// each: y[m, n_offset + n] (+)= x[m, :] . w[n, :] + bias[row_start + n], where w is one row
+// chunk of a HF Linear weight ([out, in], packed; see packed.wgsl), starting at its row
+// row_start (n_offset exceeds it where several layers fill one output side by side). Each kernel declares
 // binding 2, x: [M, K] row-major, and binding 3, w: [N, K] packed, each typed as it reads them.
 struct Shape {
     k: u32,          // K, even
     n: u32,          // rows of w in this chunk
     n_offset: u32,   // first output column written by this chunk
     out_cols: u32,   // row stride of y
+    row_start: u32,  // first row of this chunk in its layer (and its bias)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 struct Tokens {
     m: u32,          // M: rows of x (all tokens of the batch)
@@ -16,7 +21,7 @@ override ACCUMULATE: bool = false;  // y += result: fuses the residual add
 
 @group(0) @binding(0) var<uniform> tokens: Tokens;
 @group(0) @binding(1) var<uniform> shape: Shape;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;         // [out_cols] (read with HAS_BIAS)
+@group(0) @binding(4) var<storage, read> bias: array<f32>;         // [rows of the layer] (read with HAS_BIAS)
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
 
 // Writes the dot product of token row m and weight row n, adding the bias and, with
@@ -28,7 +33,7 @@ fn store(m: u32, n: u32, dot_product: f32) {
     let col = shape.n_offset + n;
     var v = dot_product;
     if HAS_BIAS {
-        v += bias[col];
+        v += bias[shape.row_start + n];
     }
     let at = m * shape.out_cols + col;
     if ACCUMULATE {

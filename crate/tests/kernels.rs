@@ -118,7 +118,8 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
                 let wm = PackedMatrix::from_f32(gpu, "w", (n, k), format, &w).unwrap();
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(gpu, m);
-                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: bias.then_some(&bb), y: &yb, out_cols: n };
+                let b_used = bias.then_some(&bb);
+                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: b_used, y: &yb, out_cols: n, first_col: 0 };
                 let store = if accumulate { ops::Store::Accumulate } else { ops::Store::Overwrite };
                 let op = ops::Linear::new(gpu, &wm, io, store);
                 run(gpu, |p| op.encode(p, m as u32));
@@ -131,22 +132,61 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
 
 #[test]
 fn linear_over_split_weights_equals_unsplit() {
-    // A binding limit of 4 KiB splits a [300, 96] bf16 matrix (192 B rows) into 15 chunks.
-    let (m, k, n) = (10, 96, 300);
+    // A binding limit of 4 KiB splits a [300, 96] bf16 matrix (192 B rows) into 15 chunks. The
+    // layer writes columns 7..307 of a 310-wide output (as a part of the QKV projection does);
+    // the other columns keep what they held.
+    let (m, k, n, first_col, out_cols) = (10, 96, 300, 7, 310);
     let x = seeded(1, m * k, 1.0);
     let w = Dtype::BF16.round(&seeded(2, n * k, 0.1));
-    let want = reference::linear(&x, &w, None, k);
+    let b = seeded(3, n, 0.5);
+    let y0 = seeded(4, m * out_cols, 1.0);
+    let layer = reference::linear(&x, &w, Some(&b), k);
     for (rows, family) in [(2usize, KernelFamily::Tiled), (8, KernelFamily::Tiled), (10, KernelFamily::Direct)] {
         let gpu = family_gpu(family, Some(4096));
         let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), BF16, &w).unwrap();
         assert_eq!(wm.chunks().len(), 15);
-        let xb = gpu.storage_from("x", &x[..rows * k]);
-        let yb = gpu.storage("y", (rows * n * 4) as u64);
+        let (xb, bb) = (gpu.storage_from("x", &x[..rows * k]), gpu.storage_from("b", &b));
+        let yb = gpu.storage_from("y", &y0[..rows * out_cols]);
         let t = tokens(&gpu, rows);
-        let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n };
+        let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: Some(&bb), y: &yb, out_cols, first_col };
         let op = ops::Linear::new(&gpu, &wm, io, ops::Store::Overwrite);
         run(&gpu, |p| op.encode(p, rows as u32));
-        assert_close(&read(&gpu, &yb, rows * n), &want[..rows * n], 1e-4, 1e-4, "split linear");
+        let mut want = y0[..rows * out_cols].to_vec();
+        for r in 0..rows {
+            want[r * out_cols + first_col..][..n].copy_from_slice(&layer[r * n..][..n]);
+        }
+        assert_close(&read(&gpu, &yb, rows * out_cols), &want, 1e-4, 1e-4, &format!("split linear {family:?}"));
+    }
+}
+
+#[test]
+fn matrices_copied_into_one_equal_their_concatenation() {
+    // Parts of 300, 45 and 45 rows, split into chunks by a 4 KiB binding limit at other row
+    // boundaries than the whole, copied into one [390, 96] matrix (as Q, K and V are fused).
+    let (m, k) = (3, 96);
+    let x = seeded(1, m * k, 1.0);
+    for format in [BF16, WeightFormat::Quant(Quant::Q4_0)] {
+        let gpu = family_gpu(KernelFamily::Tiled, Some(4096));
+        let part = |(i, n): (usize, &usize)| format.round(&seeded(10 + i as u64, n * k, 0.1), k);
+        let parts: Vec<Vec<f32>> = [300, 45, 45].iter().enumerate().map(part).collect();
+        let whole: Vec<f32> = parts.concat();
+        let fused = PackedMatrix::new(&gpu, "fused", whole.len() / k, k, format).unwrap();
+        let mut encoder = gpu.device().create_command_encoder(&Default::default());
+        let mut row = 0;
+        for p in &parts {
+            let part = PackedMatrix::from_f32(&gpu, "part", (p.len() / k, k), format, p).unwrap();
+            fused.copy_rows_from(&mut encoder, &part, row);
+            row += part.rows();
+        }
+        gpu.queue().submit([encoder.finish()]);
+        assert!(fused.chunks().len() > 1);
+        let n = fused.rows();
+        let (xb, yb, t) = (gpu.storage_from("x", &x), gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
+        let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n, first_col: 0 };
+        let op = ops::Linear::new(&gpu, &fused, io, ops::Store::Overwrite);
+        run(&gpu, |p| op.encode(p, m as u32));
+        let want = reference::linear(&x, &whole, None, k);
+        assert_close(&read(&gpu, &yb, m * n), &want, 1e-4, 1e-4, &format!("fused {}", format.name()));
     }
 }
 
@@ -207,6 +247,12 @@ fn meta(positions: &[(u32, u32)]) -> Vec<u32> {
     positions.iter().flat_map(|&(b, p)| [b, p]).collect()
 }
 
+/// Row-major matrices of `rows` rows placed side by side (each given with its width): one
+/// [rows, sum of widths] matrix, as the Q, K and V projections fill `qkv`.
+fn side_by_side(parts: &[(&[f32], usize)], rows: usize) -> Vec<f32> {
+    (0..rows).flat_map(|r| parts.iter().flat_map(move |&(m, w)| m[r * w..][..w].to_vec())).collect()
+}
+
 /// The keys with RoPE applied at each token's position (CPU reference).
 fn roped(x: &[f32], width: usize, d: usize, positions: &[u32]) -> Vec<f32> {
     let mut out = Vec::new();
@@ -228,10 +274,14 @@ fn kv_write_applies_rope_to_keys_at_any_position() {
         let rows = 32_000;
         let (k, v) = (seeded(9, positions.len() * kv_dim, 1.0), seeded(10, positions.len() * kv_dim, 1.0));
         let m = meta(&positions.map(|p| (0, p)));
-        let (mb, kb, vb) = (u32s(&gpu, "meta", &m), gpu.storage_from("k", &k), gpu.storage_from("v", &v));
+        // Keys and values after 5 other columns, as in a row of qkv.
+        let other = seeded(8, positions.len() * 5, 1.0);
+        let qkv = side_by_side(&[(&other, 5), (&k, kv_dim), (&v, kv_dim)], positions.len());
+        let (mb, qkvb) = (u32s(&gpu, "meta", &m), gpu.storage_from("qkv", &qkv));
         let (kcb, vcb) = (gpu.storage("kc", (rows * kv_dim * 4) as u64), gpu.storage("vc", (rows * kv_dim * 4) as u64));
         let freq = gpu.storage_from("inv_freq", &onetoken::config::rope_inv_freq(d, 1e6));
-        let op = ops::KvWrite::new(&gpu, &mb, &freq, (&kb, &vb), (&kcb, &vcb), (kv_dim, d));
+        let new = ops::NewKeysValues { qkv: &qkvb, stride: 5 + 2 * kv_dim, k_col: 5 };
+        let op = ops::KvWrite::new(&gpu, &mb, &freq, new, (&kcb, &vcb), (kv_dim, d));
         run(&gpu, |p| op.encode(p, positions.len() as u32));
         let (kc, vc) = (read(&gpu, &kcb, rows * kv_dim), read(&gpu, &vcb, rows * kv_dim));
         let at = |cache: &[f32]| -> Vec<f32> {
@@ -246,8 +296,8 @@ fn kv_write_applies_rope_to_keys_at_any_position() {
 #[test]
 fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
     let gpu = gpu();
-    // (heads, kv_heads, head_dim): tiny, Qwen2.5-0.5B, Qwen2.5-1.5B, and an odd one.
-    for (heads, kv_heads, d) in [(4, 2, 16), (14, 2, 64), (12, 2, 128), (3, 1, 6)] {
+    // (heads, kv_heads, head_dim): tiny, Qwen2.5-0.5B, Qwen2.5-1.5B, an odd one, the largest.
+    for (heads, kv_heads, d) in [(4, 2, 16), (14, 2, 64), (12, 2, 128), (3, 1, 6), (2, 1, 256)] {
         let config = onetoken::Qwen2Config {
             hidden_size: heads * d,
             num_attention_heads: heads,
@@ -285,16 +335,21 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
         want.extend(reference::attention(&q_roped[3 * w..], b_rows, b_vals, &config, 0));
 
         let mb = u32s(&gpu, "meta", &meta(&new));
-        let (qb, kb, vb) = (gpu.storage_from("q", &q), gpu.storage_from("k", &k_new), gpu.storage_from("v", &v_new));
+        // Queries, keys and values side by side, as the QKV projection writes them.
+        let qkv = side_by_side(&[(&q, w), (&k_new, kv_dim), (&v_new, kv_dim)], m);
+        let qkvb = gpu.storage_from("qkv", &qkv);
         let (kcb, vcb) = (gpu.storage_from("kc", &k_cache), gpu.storage_from("vc", &v_cache));
         let out = gpu.storage("out", (m * w * 4) as u64);
         let freq = gpu.storage_from("inv_freq", &onetoken::config::rope_inv_freq(d, 1e6));
-        let write = ops::KvWrite::new(&gpu, &mb, &freq, (&kb, &vb), (&kcb, &vcb), (kv_dim, d));
+        let stride = w + 2 * kv_dim;
+        let new_kv = ops::NewKeysValues { qkv: &qkvb, stride, k_col: w };
+        let write = ops::KvWrite::new(&gpu, &mb, &freq, new_kv, (&kcb, &vcb), (kv_dim, d));
         let dims = ops::AttentionDims { heads, kv_heads, head_dim: d, capacity: rows };
         let partial = gpu.storage("partial", dims.partial_bytes());
         let io = ops::AttentionBuffers {
             token_meta: &mb,
-            q: &qb,
+            q: &qkvb,
+            q_stride: stride,
             k_cache: &kcb,
             v_cache: &vcb,
             out: &out,

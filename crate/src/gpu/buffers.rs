@@ -98,6 +98,31 @@ impl PackedMatrix {
         }
     }
 
+    /// Encodes a copy of all of `src`'s rows into this matrix from row `first` on (same format
+    /// and width), chunk to chunk.
+    pub fn copy_rows_from(&self, encoder: &mut wgpu::CommandEncoder, src: &PackedMatrix, first: usize) {
+        debug_assert!(src.format == self.format && src.cols == self.cols && first + src.rows <= self.rows);
+        let row_bytes = self.row_bytes();
+        for from in &src.chunks {
+            for to in &self.chunks {
+                // Rows of this matrix that both chunks hold.
+                let start = (first + from.row_start).max(to.row_start);
+                let end = (first + from.row_start + from.rows).min(to.row_start + to.rows);
+                if start < end {
+                    let src_at = (start - first - from.row_start) as u64 * row_bytes;
+                    let dst_at = (start - to.row_start) as u64 * row_bytes;
+                    encoder.copy_buffer_to_buffer(
+                        &from.buffer,
+                        src_at,
+                        &to.buffer,
+                        dst_at,
+                        (end - start) as u64 * row_bytes,
+                    );
+                }
+            }
+        }
+    }
+
     /// The override constant that tells `packed.wgsl` how to read this matrix.
     pub fn dtype_constant(&self) -> (&'static str, f64) {
         ("DTYPE", f64::from(self.format.shader_code()))

@@ -21,10 +21,11 @@ pub struct GpuLinear {
 
 /// One decoder layer.
 pub struct GpuLayer {
-    pub input_layernorm: wgpu::Buffer,          // [hidden] f32
-    pub q_proj: GpuLinear,                      // [hidden, hidden] + [hidden]
-    pub k_proj: GpuLinear,                      // [kv_dim, hidden] + [kv_dim]
-    pub v_proj: GpuLinear,                      // [kv_dim, hidden] + [kv_dim]
+    pub input_layernorm: wgpu::Buffer, // [hidden] f32
+    /// q_proj, k_proj and v_proj ([hidden | kv_dim | kv_dim, hidden] + biases) as row blocks of
+    /// one output `[hidden + 2 kv_dim]`: a single matrix (one dispatch) where the three share a
+    /// storage format, else the three as stored (a GGUF file may mix block types).
+    pub qkv_proj: Vec<GpuLinear>,
     pub o_proj: GpuLinear,                      // [hidden, hidden]
     pub post_attention_layernorm: wgpu::Buffer, // [hidden] f32
     pub gate_proj: GpuLinear,                   // [intermediate, hidden]
@@ -84,18 +85,51 @@ impl GpuWeights {
     /// Bytes of weights one decode step reads: every matrix once (the tied head counted once as
     /// the head; the embedding gather reads only one row).
     pub fn decode_bytes(&self) -> u64 {
-        let layer: u64 = self
-            .layers
-            .iter()
-            .map(|l| {
-                [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj]
-                    .iter()
-                    .map(|lin| lin.weight.bytes())
-                    .sum::<u64>()
-            })
-            .sum();
+        let layer: u64 = self.layers.iter().map(|l| l.linears().map(|lin| lin.weight.bytes()).sum::<u64>()).sum();
         layer + self.head().bytes()
     }
+}
+
+impl GpuLayer {
+    /// Every linear layer's weights.
+    fn linears(&self) -> impl Iterator<Item = &GpuLinear> {
+        let rest = [&self.o_proj, &self.gate_proj, &self.up_proj, &self.down_proj];
+        self.qkv_proj.iter().chain(rest)
+    }
+}
+
+impl GpuLinear {
+    fn destroy(&self) {
+        self.weight.chunks().iter().for_each(|c| c.buffer.destroy());
+        self.bias.iter().for_each(wgpu::Buffer::destroy);
+    }
+}
+
+/// `parts` as one linear layer whose rows are theirs in order (biases too), when they share a
+/// storage format and either all have biases or none do; else `parts` unchanged. The copy is
+/// submitted at once and the parts destroyed, so loading holds at most one layer's worth twice.
+fn fuse_rows(gpu: &Gpu, name: &str, parts: Vec<GpuLinear>) -> Result<Vec<GpuLinear>> {
+    let Some(first) = parts.first() else { return Ok(parts) };
+    let (format, cols) = (first.weight.format(), first.weight.cols());
+    let alike = |p: &GpuLinear| p.weight.format() == format && p.bias.is_some() == first.bias.is_some();
+    if !parts.iter().all(alike) {
+        return Ok(parts);
+    }
+    let rows: usize = parts.iter().map(|p| p.weight.rows()).sum();
+    let weight = PackedMatrix::new(gpu, name, rows, cols, format)?;
+    let bias = first.bias.as_ref().map(|_| gpu.storage(name, (rows * 4) as u64));
+    let mut encoder = gpu.device().create_command_encoder(&Default::default());
+    let mut row = 0;
+    for p in &parts {
+        weight.copy_rows_from(&mut encoder, &p.weight, row);
+        if let (Some(from), Some(to)) = (&p.bias, &bias) {
+            encoder.copy_buffer_to_buffer(from, 0, to, (row * 4) as u64, (p.weight.rows() * 4) as u64);
+        }
+        row += p.weight.rows();
+    }
+    gpu.queue().submit([encoder.finish()]);
+    parts.iter().for_each(GpuLinear::destroy);
+    Ok(vec![GpuLinear { weight, bias }])
 }
 
 /// A model's weights are destroyed when the last user lets go of them, not left to the
@@ -106,7 +140,7 @@ impl Drop for GpuWeights {
         matrices.extend(&self.lm_head);
         let mut vectors = vec![&self.norm];
         for l in &self.layers {
-            for lin in [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj] {
+            for lin in l.linears() {
                 matrices.push(&lin.weight);
                 vectors.extend(&lin.bias);
             }
@@ -124,8 +158,14 @@ pub(crate) enum Tensor {
 }
 
 impl GpuWeights {
-    /// The weights from their tensors by HF name; `synthetic` marks generated ones.
-    pub(crate) fn from_tensors(config: Qwen2Config, tensors: HashMap<String, Tensor>, synthetic: bool) -> Result<Self> {
+    /// The weights from their tensors by HF name; `synthetic` marks generated ones. Each layer's
+    /// Q, K and V projections become one matrix where they can ([`GpuLayer::qkv_proj`]).
+    pub(crate) fn from_tensors(
+        gpu: &Gpu,
+        config: Qwen2Config,
+        tensors: HashMap<String, Tensor>,
+        synthetic: bool,
+    ) -> Result<Self> {
         let (mut matrices, mut vectors) = (HashMap::new(), HashMap::new());
         for (name, tensor) in tensors {
             match tensor {
@@ -143,14 +183,12 @@ impl GpuWeights {
                 let bias = names.bias.as_deref().map(&mut vec).transpose()?;
                 Ok(GpuLinear { weight: mat(&names.weight)?, bias })
             };
-            let (q_proj, k_proj, v_proj, o_proj) =
-                (linear(&n.q_proj)?, linear(&n.k_proj)?, linear(&n.v_proj)?, linear(&n.o_proj)?);
-            let (gate_proj, up_proj, down_proj) = (linear(&n.gate_proj)?, linear(&n.up_proj)?, linear(&n.down_proj)?);
+            let qkv = vec![linear(&n.q_proj)?, linear(&n.k_proj)?, linear(&n.v_proj)?];
+            let (o_proj, gate_proj, up_proj, down_proj) =
+                (linear(&n.o_proj)?, linear(&n.gate_proj)?, linear(&n.up_proj)?, linear(&n.down_proj)?);
             layers.push(GpuLayer {
                 input_layernorm: vec(&n.input_layernorm)?,
-                q_proj,
-                k_proj,
-                v_proj,
+                qkv_proj: fuse_rows(gpu, &format!("model.layers.{l}.self_attn.qkv_proj"), qkv)?,
                 o_proj,
                 post_attention_layernorm: vec(&n.post_attention_layernorm)?,
                 gate_proj,
@@ -218,7 +256,7 @@ impl GpuLoader {
     pub fn finish(self) -> Result<GpuWeights> {
         self.gpu.queue.submit([]);
         self.gpu.check()?;
-        let mut weights = GpuWeights::from_tensors(self.config, self.tensors, false)?;
+        let mut weights = GpuWeights::from_tensors(&self.gpu, self.config, self.tensors, false)?;
         if let Some(label) = self.label {
             weights.label = label;
         }

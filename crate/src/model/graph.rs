@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, PassTimer};
 use crate::ops::{
     Attention, AttentionBuffers, AttentionDims, Embedding, GatherRows, KvWrite, Linear, LinearBuffers, LmHeadRows,
-    RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
+    NewKeysValues, RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
 };
 
 /// Bytes of `n` 4-byte words (f32 or u32).
@@ -77,9 +77,8 @@ impl Scratch {
 /// Kernels of one decoder layer, bound to its weights and the shared activations.
 struct LayerOps {
     input_layernorm: RmsNorm,
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
+    /// One dispatch where the weights are one matrix ([`GpuLayer::qkv_proj`](crate::gpu::GpuLayer)).
+    qkv_proj: Vec<Linear>,
     kv_write: KvWrite,
     attention: Attention,
     o_proj: Linear,
@@ -103,9 +102,7 @@ struct HeadOps {
 struct Activations {
     x: wgpu::Buffer,      // residual stream [M, hidden]
     normed: wgpu::Buffer, // [M, hidden]
-    q: wgpu::Buffer,      // [M, hidden]
-    k: wgpu::Buffer,      // [M, kv_dim]
-    v: wgpu::Buffer,      // [M, kv_dim]
+    qkv: wgpu::Buffer,    // [M, hidden + 2 kv_dim]: queries, keys, values
     attn: wgpu::Buffer,   // [M, hidden]
     gate: wgpu::Buffer,   // [M, intermediate]; silu(gate) * up after silu_mul
     up: wgpu::Buffer,     // [M, intermediate]
@@ -118,9 +115,7 @@ impl Activations {
         Self {
             x: act("x", h),
             normed: act("normed", h),
-            q: act("q", h),
-            k: act("k", kv),
-            v: act("v", kv),
+            qkv: act("qkv", h + 2 * kv),
             attn: act("attn", h),
             gate: act("gate", i),
             up: act("up", i),
@@ -133,7 +128,7 @@ impl Activations {
 // replaced would hold its GPU memory until a collection ran.
 impl Drop for Activations {
     fn drop(&mut self) {
-        for b in [&self.x, &self.normed, &self.q, &self.k, &self.v, &self.attn, &self.gate, &self.up] {
+        for b in [&self.x, &self.normed, &self.qkv, &self.attn, &self.gate, &self.up] {
             b.destroy();
         }
     }
@@ -186,7 +181,8 @@ impl Graph {
             .collect::<Result<_>>()?;
         let head_x = g.storage("head_x", words(o.max_rows * h));
         let lm_head = weights.head();
-        let head_io = LinearBuffers { tokens: &s.rows, x: &s.head_normed, bias: None, y: &s.logits, out_cols: v };
+        let head_io =
+            LinearBuffers { tokens: &s.rows, x: &s.head_normed, bias: None, y: &s.logits, out_cols: v, first_col: 0 };
         let head = HeadOps {
             gather_rows: GatherRows::new(g, &s.read_positions, &a.x, &head_x, h),
             norm: RmsNorm::new(g, &head_x, weights.norm(), &s.head_normed, h, c.rms_norm_eps),
@@ -242,27 +238,37 @@ impl LayerOps {
         a: &Activations,
         shared: &LayerShared,
     ) -> Result<Self> {
-        let (h, eps) = (c.hidden_size, c.rms_norm_eps);
+        let (h, kv_dim, eps) = (c.hidden_size, c.kv_dim(), c.rms_norm_eps);
+        let qkv_cols = h + 2 * kv_dim;
         let lin = |x: &wgpu::Buffer, l: &GpuLinear, y: &wgpu::Buffer, store: Store| {
-            let io = LinearBuffers { tokens: &s.tokens, x, bias: l.bias.as_ref(), y, out_cols: l.weight.rows() };
+            let out_cols = l.weight.rows();
+            let io = LinearBuffers { tokens: &s.tokens, x, bias: l.bias.as_ref(), y, out_cols, first_col: 0 };
             Linear::new(g, &l.weight, io, store)
         };
+        // The Q, K and V projections fill qkv side by side.
+        let mut first_col = 0;
+        let mut qkv_proj = Vec::new();
+        for l in &w.qkv_proj {
+            let (x, y, bias) = (&a.normed, &a.qkv, l.bias.as_ref());
+            let io = LinearBuffers { tokens: &s.tokens, x, bias, y, out_cols: qkv_cols, first_col };
+            qkv_proj.push(Linear::new(g, &l.weight, io, Store::Overwrite));
+            first_col += l.weight.rows();
+        }
         let attention = AttentionBuffers {
             token_meta: &s.token_meta,
-            q: &a.q,
+            q: &a.qkv,
+            q_stride: qkv_cols,
             k_cache,
             v_cache,
             out: &a.attn,
             partial: &shared.partial,
             inv_freq: &shared.inv_freq,
         };
-        let kv_io = ((&a.k, &a.v), (k_cache, v_cache));
+        let new = NewKeysValues { qkv: &a.qkv, stride: qkv_cols, k_col: h };
         Ok(LayerOps {
             input_layernorm: RmsNorm::new(g, &a.x, &w.input_layernorm, &a.normed, h, eps),
-            q_proj: lin(&a.normed, &w.q_proj, &a.q, Store::Overwrite),
-            k_proj: lin(&a.normed, &w.k_proj, &a.k, Store::Overwrite),
-            v_proj: lin(&a.normed, &w.v_proj, &a.v, Store::Overwrite),
-            kv_write: KvWrite::new(g, &s.token_meta, &shared.inv_freq, kv_io.0, kv_io.1, (c.kv_dim(), c.head_dim())),
+            qkv_proj,
+            kv_write: KvWrite::new(g, &s.token_meta, &shared.inv_freq, new, (k_cache, v_cache), (kv_dim, c.head_dim())),
             attention: Attention::new(g, attention, shared.dims)?,
             o_proj: lin(&a.attn, &w.o_proj, &a.x, Store::Accumulate),
             post_attention_layernorm: RmsNorm::new(g, &a.x, &w.post_attention_layernorm, &a.normed, h, eps),
@@ -279,9 +285,7 @@ impl LayerOps {
         // n = input_layernorm(x); the new keys and values join the cache first. RoPE is applied
         // as kv_write reads the keys and as attention reads the queries.
         self.input_layernorm.encode(d, m);
-        self.q_proj.encode(d, m);
-        self.k_proj.encode(d, m);
-        self.v_proj.encode(d, m);
+        self.qkv_proj.iter().for_each(|l| l.encode(d, m));
         self.kv_write.encode(d, m);
         self.attention.encode(d, m, plan.keys);
         self.o_proj.encode(d, m);

@@ -9,18 +9,35 @@ use crate::gpu::{Gpu, Kernel};
 
 uniform!(
     /// kv_write.wgsl's `Shape`.
-    KvWriteShape { kv_dim: u32, head_dim: u32, _pad0: u32, _pad1: u32 }
+    KvWriteShape { kv_dim: u32, head_dim: u32, stride: u32, k_col: u32 }
 );
 uniform!(
     /// The `Shape` of attention.wgsl, attention_split.wgsl and attention_combine.wgsl.
-    AttentionShape { heads: u32, kv_heads: u32, head_dim: u32, splits: u32 }
+    AttentionShape {
+        heads: u32,
+        kv_heads: u32,
+        head_dim: u32,
+        splits: u32,
+        q_stride: u32,
+        _pad0: u32,
+        _pad1: u32,
+        _pad2: u32,
+    }
 );
 uniform!(
     /// kv_copy.wgsl's `Shape`.
     KvCopyShape { src: u32, dst: u32, rows: u32, kv_dim: u32 }
 );
 
-/// Appends keys (RoPE applied on the way) and values to the cache — k, v: [M, kv_dim];
+/// Where the new tokens' keys and values are: in `qkv` ([M, stride]), keys from column `k_col`
+/// (before RoPE), then the values.
+pub struct NewKeysValues<'a> {
+    pub qkv: &'a wgpu::Buffer,
+    pub stride: usize,
+    pub k_col: usize,
+}
+
+/// Appends keys (RoPE applied on the way) and values to the cache — new: [`NewKeysValues`];
 /// caches: [rows, kv_dim]; inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
 pub struct KvWrite {
     kernel: Rc<Kernel>,
@@ -29,19 +46,20 @@ pub struct KvWrite {
 }
 
 impl KvWrite {
-    /// `new` = the new tokens' (keys, values); `cache` = one layer's (keys, values).
+    /// `new` = the new tokens' keys and values; `cache` = one layer's (keys, values).
     pub fn new(
         gpu: &Gpu,
         token_meta: &wgpu::Buffer,
         inv_freq: &wgpu::Buffer,
-        new: (&wgpu::Buffer, &wgpu::Buffer),
+        new: NewKeysValues,
         cache: (&wgpu::Buffer, &wgpu::Buffer),
         (kv_dim, head_dim): (usize, usize),
     ) -> Self {
         let kernel = gpu.kernel(&KV_WRITE, &[]);
-        let shape = KvWriteShape { kv_dim: kv_dim as u32, head_dim: head_dim as u32, _pad0: 0, _pad1: 0 };
+        let (stride, k_col) = (new.stride as u32, new.k_col as u32);
+        let shape = KvWriteShape { kv_dim: kv_dim as u32, head_dim: head_dim as u32, stride, k_col };
         let shape = gpu.uniform("kv_write", &shape);
-        let group = gpu.bind(&kernel, &[&shape, token_meta, new.0, new.1, cache.0, cache.1, inv_freq]);
+        let group = gpu.bind(&kernel, &[&shape, token_meta, new.qkv, cache.0, cache.1, inv_freq]);
         Self { kernel, group, kv_dim }
     }
 
@@ -92,12 +110,13 @@ impl AttentionDims {
     }
 }
 
-/// Attention's buffers: token_meta [M] (cache base, position); q (before RoPE), out: [M, heads * D];
-/// caches: [rows, kv_heads * D]; partial: [`AttentionDims::partial_bytes`] of scratch;
-/// inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
+/// Attention's buffers: token_meta [M] (cache base, position); q: [M, q_stride] (its first
+/// heads * D columns, before RoPE); out: [M, heads * D]; caches: [rows, kv_heads * D]; partial:
+/// [`AttentionDims::partial_bytes`] of scratch; inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
 pub struct AttentionBuffers<'a> {
     pub token_meta: &'a wgpu::Buffer,
     pub q: &'a wgpu::Buffer,
+    pub q_stride: usize,
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
     pub out: &'a wgpu::Buffer,
@@ -133,6 +152,10 @@ impl Attention {
             kv_heads: dims.kv_heads as u32,
             head_dim: dims.head_dim as u32,
             splits: dims.splits() as u32,
+            q_stride: io.q_stride as u32,
+            _pad0: 0,
+            _pad1: 0,
+            _pad2: 0,
         };
         let shape = gpu.uniform("attention", &shape);
         let with = |spec, buffers: &[&wgpu::Buffer]| {

@@ -7,7 +7,7 @@ use crate::gpu::{Gpu, Kernel, PackedMatrix};
 
 uniform!(
     /// linear.wgsl's `Shape`, one per weight chunk.
-    LinearShape { k: u32, n: u32, n_offset: u32, out_cols: u32 }
+    LinearShape { k: u32, n: u32, n_offset: u32, out_cols: u32, row_start: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
 );
 
 /// Most token rows the matvec kernel serves (8 at a time, in its two vec4 accumulators). Up to
@@ -21,13 +21,15 @@ pub const MATVEC_MAX_ROWS: u32 = 32;
 const MIN_TILES_64: u32 = 256;
 
 /// The buffers a [`Linear`] reads and writes. `tokens` is linear.wgsl's `Tokens` uniform (M in
-/// its first field); `bias` is optional; `y` has `out_cols` columns.
+/// its first field); `bias` is optional; `y` has `out_cols` columns, of which the layer writes
+/// its N from `first_col` on (0 but where several layers fill one output side by side).
 pub struct LinearBuffers<'a> {
     pub tokens: &'a wgpu::Buffer,
     pub x: &'a wgpu::Buffer,
     pub bias: Option<&'a wgpu::Buffer>,
     pub y: &'a wgpu::Buffer,
     pub out_cols: usize,
+    pub first_col: usize,
 }
 
 /// Which kernels run the layer.
@@ -93,8 +95,12 @@ impl Linear {
                 let shape = LinearShape {
                     k: w.cols() as u32,
                     n: c.rows as u32,
-                    n_offset: c.row_start as u32,
+                    n_offset: (io.first_col + c.row_start) as u32,
                     out_cols: io.out_cols as u32,
+                    row_start: c.row_start as u32,
+                    _pad0: 0,
+                    _pad1: 0,
+                    _pad2: 0,
                 };
                 let shape = gpu.uniform("linear", &shape);
                 let layout = match &kernels {

@@ -11,7 +11,7 @@ mod synthetic;
 
 pub use attention::{
     ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
-    kv_copy,
+    NewKeysValues, kv_copy,
 };
 pub use linear::{Linear, LinearBuffers, MATVEC_MAX_ROWS, Store};
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK};
@@ -63,7 +63,7 @@ pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, L
 pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
 pub const LINEAR_DIRECT: KernelSpec = spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
 pub const KV_WRITE: KernelSpec =
-    spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, Read, ReadWrite, ReadWrite, Read]);
+    spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, ReadWrite, ReadWrite, Read]);
 pub const ATTENTION: KernelSpec =
     spec!("attention", prelude: [ROTARY, WORKGROUP_REDUCE], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
 pub const ATTENTION_SPLIT: KernelSpec = spec!(

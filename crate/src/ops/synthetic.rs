@@ -53,7 +53,7 @@ pub fn synthetic_weights(gpu: &Gpu, config: &Qwen2Config, quant: Option<Quant>) 
     }
     gpu.queue().submit([encoder.finish()]);
     gpu.check()?;
-    GpuWeights::from_tensors(config.clone(), tensors, true)
+    GpuWeights::from_tensors(gpu, config.clone(), tensors, true)
 }
 
 /// A synthetic matrix (the bf16 values the GPU generator makes), quantized on the CPU.
