@@ -1,46 +1,53 @@
 // Linear layer (interface in linear.wgsl) for CPU-like devices (lavapipe, SwiftShader), prefill
-// and decode alike: each invocation computes a 4 x 4 block straight from memory. No workgroup
-// memory and no barriers: a CPU runs a workgroup's invocations as SIMD lanes of one thread,
-// where barriers are expensive and its caches already do what workgroup tiles do on a GPU.
-@group(0) @binding(2) var<storage, read> x: array<vec2<f32>>;      // [M, K / 2]
-@group(0) @binding(3) var<storage, read> w: array<u32>;            // [N, K] packed
+// and decode alike: each invocation computes a BLOCK_M x 4 block straight from memory. No
+// workgroup memory and no barriers: a CPU runs a workgroup's invocations as SIMD lanes of one
+// thread, where barriers are expensive and its caches already do what workgroup tiles do on a GPU.
+// A CPU also makes each lane's load of a storage buffer a load of its own, bounds-checked, so the
+// count of loads sets the pace more than their bytes: weights and x are read 16 bytes at a time
+// wherever rows allow it (16-bit rows with K a multiple of 8; quantized rows' x).
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [M, K], 16 bytes a load
+@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed, 16 bytes a load
+
+// Word i of the packed matrix (weight_pairs.wgsl reads through it), and value i of x: the
+// buffers are whole vec4s (`Gpu::storage`), so rows need not be.
+fn weight_word(i: u32) -> u32 {
+    return w[i / 4u][i % 4u];
+}
+fn x_value(i: u32) -> f32 {
+    return x[i / 4u][i % 4u];
+}
 
 // Token rows per invocation: 4 for prefill; 1 for single-sequence decode, where a block of 4
 // would compute the one token four times over.
 override BLOCK_M: u32 = 4u;
+// Invocations per workgroup (set by the Rust side, whose grid arithmetic reads the same
+// constant). Small, so that a layer of few rows still spreads over every CPU thread.
+override WORKGROUP: u32 = 16u;
 
 // gid.x: a block of 4 weight rows; gid.y: a block of BLOCK_M token rows.
-@compute @workgroup_size(64)
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let n0 = gid.x * 4u;
     let m0 = gid.y * BLOCK_M;
     if n0 >= shape.n || m0 >= tokens.m {
         return;
     }
-    let kp = shape.k / 2u;
     // Rows past the end read the last row (in bounds, branch-free); their results are dropped.
     var wrow: array<u32, 4>;  // first word of each weight row
-    var xrow: array<u32, 4>;
+    var xrow: array<u32, 4>;  // first value of each token row
     for (var i = 0u; i < 4u; i++) {
         wrow[i] = min(n0 + i, shape.n - 1u) * row_words(shape.k);
     }
     for (var i = 0u; i < BLOCK_M; i++) {
-        xrow[i] = min(m0 + i, tokens.m - 1u) * kp;
+        xrow[i] = min(m0 + i, tokens.m - 1u) * shape.k;
     }
     var acc: array<vec4<f32>, 4>;  // acc[i][j]: token m0 + i, weight row n0 + j
     if DTYPE >= 3u {
         acc = quantized_dot(wrow, xrow);
+    } else if DTYPE < 2u && shape.k % 8u == 0u {
+        acc = wide_dot(wrow, xrow);
     } else {
-        for (var p = 0u; p < kp; p++) {
-            let w0 = weight_pair_at(wrow[0], p, shape.k);
-            let w1 = weight_pair_at(wrow[1], p, shape.k);
-            let w2 = weight_pair_at(wrow[2], p, shape.k);
-            let w3 = weight_pair_at(wrow[3], p, shape.k);
-            for (var i = 0u; i < BLOCK_M; i++) {
-                let xv = x[xrow[i] + p];
-                acc[i] += vec4<f32>(dot(xv, w0), dot(xv, w1), dot(xv, w2), dot(xv, w3));
-            }
-        }
+        acc = pair_dot(wrow, xrow);
     }
     for (var i = 0u; i < BLOCK_M; i++) {
         for (var j = 0u; j < 4u; j++) {
@@ -49,22 +56,96 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// Eight quants of the row starting at word `base`, from value v (a multiple of 8): two Q8_0
-// words, or one Q4_0 or Q4_K word, or one Q5_0 or Q6_K word with its high bits, unscaled.
-fn quant_eight(base: u32, v: u32) -> array<vec4<f32>, 2> {
-    if DTYPE == 3u {
-        return array(unpack_q8(w[base + v / 4u]), unpack_q8(w[base + v / 4u + 1u]));
+// The eight values of a 16-byte load of a 16-bit row.
+fn sixteen_bit_eight(v: vec4<u32>) -> array<vec4<f32>, 2> {
+    return array(vec4<f32>(unpack_word(v.x), unpack_word(v.y)), vec4<f32>(unpack_word(v.z), unpack_word(v.w)));
+}
+
+// 16-bit rows with K a multiple of 8 (16-byte aligned rows): 8 values of each weight row and of
+// each token row per step, one load each.
+fn wide_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4> {
+    var acc: array<vec4<f32>, 4>;
+    for (var q = 0u; q < shape.k / 8u; q++) {
+        let w0 = sixteen_bit_eight(w[wrow[0] / 4u + q]);
+        let w1 = sixteen_bit_eight(w[wrow[1] / 4u + q]);
+        let w2 = sixteen_bit_eight(w[wrow[2] / 4u + q]);
+        let w3 = sixteen_bit_eight(w[wrow[3] / 4u + q]);
+        for (var i = 0u; i < BLOCK_M; i++) {
+            let at = (xrow[i] + 8u * q) / 4u;
+            let lo = x[at];
+            let hi = x[at + 1u];
+            acc[i] += vec4<f32>(
+                dot(lo, w0[0]) + dot(hi, w0[1]),
+                dot(lo, w1[0]) + dot(hi, w1[1]),
+                dot(lo, w2[0]) + dot(hi, w2[1]),
+                dot(lo, w3[0]) + dot(hi, w3[1]),
+            );
+        }
     }
-    let word = w[base + v / 8u];
+    return acc;
+}
+
+// Any float rows (f32, or K not a multiple of 8): two values a step, read by the word.
+fn pair_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4> {
+    var acc: array<vec4<f32>, 4>;
+    for (var p = 0u; p < shape.k / 2u; p++) {
+        let w0 = weight_pair_at(wrow[0], p, shape.k);
+        let w1 = weight_pair_at(wrow[1], p, shape.k);
+        let w2 = weight_pair_at(wrow[2], p, shape.k);
+        let w3 = weight_pair_at(wrow[3], p, shape.k);
+        for (var i = 0u; i < BLOCK_M; i++) {
+            let xv = vec2<f32>(x_value(xrow[i] + 2u * p), x_value(xrow[i] + 2u * p + 1u));
+            acc[i] += vec4<f32>(dot(xv, w0), dot(xv, w1), dot(xv, w2), dot(xv, w3));
+        }
+    }
+    return acc;
+}
+
+// The quants of block b (32 values) of the row starting at word `base`, 16 bytes a load:
+// Q8_0's 8 words, or the 4 words of nibbles of the other formats (then `.y` is unused), and in
+// `high` the block's extra bits: Q5_0's word of fifth bits, Q6_K's two words of high 2 bits.
+struct BlockQuants {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    high: vec2<u32>,
+}
+
+fn block_quants(base: u32, b: u32) -> BlockQuants {
+    var q: BlockQuants;
+    if DTYPE == 3u {
+        q.lo = w[base / 4u + 2u * b];
+        q.hi = w[base / 4u + 2u * b + 1u];
+        return q;
+    }
+    q.lo = w[base / 4u + b];
+    if DTYPE == 5u {
+        q.high.x = weight_word(fifth_bits_at(base, shape.k, b));
+    }
+    if DTYPE == 7u {
+        let at = base + shape.k / 8u + 2u * b;  // even: both words in one 16-byte load
+        let pair = w[at / 4u];
+        q.high = select(pair.xy, pair.zw, at % 4u == 2u);
+    }
+    return q;
+}
+
+// Values 8e .. 8e + 7 of a block's quants (e < 4), unscaled.
+fn quant_eight(q: BlockQuants, e: u32) -> array<vec4<f32>, 2> {
+    if DTYPE == 3u {
+        let pair = select(q.lo, q.hi, e >= 2u);
+        let words = select(pair.xy, pair.zw, e % 2u == 1u);
+        return array(unpack_q8(words.x), unpack_q8(words.y));
+    }
+    let word = q.lo[e];
     if DTYPE == 6u {
         return array(unpack_nibbles_lo(word), unpack_nibbles_hi(word));
     }
     if DTYPE == 5u {
-        let high = w[fifth_bits_at(base, shape.k, v / 32u)] >> (v % 32u);
+        let high = q.high.x >> (8u * e);
         return array(unpack_q5_lo(word, high), unpack_q5_hi(word, high));
     }
     if DTYPE == 7u {
-        let high = w[base + shape.k / 8u + v / 16u] >> (2u * (v % 16u));
+        let high = q.high[e / 2u] >> (16u * (e % 2u));
         return array(unpack_q6_lo(word, high), unpack_q6_hi(word, high));
     }
     return array(unpack_q4_lo(word), unpack_q4_hi(word));
@@ -76,16 +157,18 @@ fn block_scale_min(base: u32, b: u32) -> vec2<f32> {
     if DTYPE == 7u {
         let head = base + quant_words(shape.k) + b / 8u * 5u;
         let t = 2u * (b % 8u);
-        return vec2<f32>(q6k_scale(w[head + t / 4u], w[head + 4u], t), q6k_scale(w[head + t / 4u], w[head + 4u], t + 1u));
+        let scales = weight_word(head + t / 4u);
+        let d = weight_word(head + 4u);
+        return vec2<f32>(q6k_scale(scales, d, t), q6k_scale(scales, d, t + 1u));
     }
     if DTYPE == 6u {
-        let head = base + quant_words(shape.k) + b / 8u * 4u;
-        return q4k_scale_min(vec4<u32>(w[head], w[head + 1u], w[head + 2u], w[head + 3u]), b % 8u);
+        let head = base + quant_words(shape.k) + b / 8u * 4u;  // 16-byte aligned
+        return q4k_scale_min(w[head / 4u], b % 8u);
     }
-    return vec2<f32>(pick_scale(w[base + quant_words(shape.k) + b / 2u], b), 0.0);
+    return vec2<f32>(pick_scale(weight_word(base + quant_words(shape.k) + b / 2u), b), 0.0);
 }
 
-// Quantized rows, 8 values a step; each row's block scale (and Q4_K min, or Q6_K second scale)
+// Quantized rows, a block of 32 values loaded at a time and used 8 values a step; each row's block scale (and Q4_K min, or Q6_K second scale)
 // is read once per block of 32 and applies to the four rows' dot products at once (not a
 // lookup per value pair).
 fn quantized_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4> {
@@ -97,19 +180,24 @@ fn quantized_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4
         let s3 = block_scale_min(wrow[3], b);
         let d = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
         let second = vec4<f32>(s0.y, s1.y, s2.y, s3.y);  // Q4_K: the mins; Q6_K: the second 16's scales
-        for (var v = 32u * b; v < 32u * b + 32u; v += 8u) {
+        let q0 = block_quants(wrow[0], b);
+        let q1 = block_quants(wrow[1], b);
+        let q2 = block_quants(wrow[2], b);
+        let q3 = block_quants(wrow[3], b);
+        for (var e = 0u; e < 4u; e++) {
+            let v = 32u * b + 8u * e;
             var scale = d;
-            if DTYPE == 7u && v >= 32u * b + 16u {
+            if DTYPE == 7u && e >= 2u {
                 scale = second;
             }
-            let w0 = quant_eight(wrow[0], v);
-            let w1 = quant_eight(wrow[1], v);
-            let w2 = quant_eight(wrow[2], v);
-            let w3 = quant_eight(wrow[3], v);
+            let w0 = quant_eight(q0, e);
+            let w1 = quant_eight(q1, e);
+            let w2 = quant_eight(q2, e);
+            let w3 = quant_eight(q3, e);
             for (var i = 0u; i < BLOCK_M; i++) {
-                let at = xrow[i] + v / 2u;  // x holds pairs
-                let lo = vec4<f32>(x[at], x[at + 1u]);
-                let hi = vec4<f32>(x[at + 2u], x[at + 3u]);
+                let at = (xrow[i] + v) / 4u;  // K is whole blocks of 32: 16-byte aligned
+                let lo = x[at];
+                let hi = x[at + 1u];
                 acc[i] += vec4<f32>(
                     dot(lo, w0[0]) + dot(hi, w0[1]),
                     dot(lo, w1[0]) + dot(hi, w1[1]),

@@ -6,6 +6,7 @@
 // workgroups than 64 and serves small batches, where 64 would leave most of a GPU idle.
 @group(0) @binding(2) var<storage, read> x: array<vec2<f32>>;      // [M, K / 2]
 @group(0) @binding(3) var<storage, read> w: array<u32>;            // [N, K] packed
+fn weight_word(i: u32) -> u32 { return w[i]; }  // for weight_pairs.wgsl
 
 override TILE: u32 = 64u;        // 32 or 64
 const BK: u32 = 16u;             // K per step

@@ -145,6 +145,17 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
         assert!(ok, "{err}");
         let report: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(report["device"]["kernels"], kernels);
+        // The decode kernel alone at Qwen2.5-0.5B's three linear shapes.
+        let linear = report["micro"]["linear"].as_array().unwrap();
+        let shapes: Vec<(u64, u64)> =
+            linear.iter().map(|l| (l["k"].as_u64().unwrap(), l["n"].as_u64().unwrap())).collect();
+        assert_eq!(shapes, [(896, 896), (896, 4864), (4864, 896)]);
+        for l in linear {
+            assert_eq!(l["kernel"], if kernels == "tiled" { "matvec" } else { "linear_direct" });
+            assert!(l["gpu_ms"].as_f64().unwrap() > 0.0 && l["gbps"].as_f64().unwrap() > 0.0, "{l}");
+            let fraction = l["gbps"].as_f64().unwrap() / report["micro"]["copy_gbps"].as_f64().unwrap();
+            assert!((l["copy_fraction"].as_f64().unwrap() - fraction).abs() < 1e-9);
+        }
         let phases = report["profile"]["phases"].as_array().unwrap();
         let names: Vec<(&str, u64)> =
             phases.iter().map(|p| (p["phase"].as_str().unwrap(), p["tokens"].as_u64().unwrap())).collect();

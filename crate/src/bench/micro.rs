@@ -1,11 +1,19 @@
-//! Two microbenchmarks for the roofline: the device's copy bandwidth and FMA throughput, each
-//! timed over repeats in one submit.
+//! Microbenchmarks for the roofline: the device's copy bandwidth and FMA throughput, and the
+//! linear layers' decode kernel alone at Qwen2.5-0.5B's shapes, each timed over repeats in one
+//! submit.
 
-use super::Micro;
+use super::{LinearMicro, Micro};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::gpu::Binding::*;
-use crate::gpu::{Gpu, KernelSpec, PassTimer, read_buffer};
+use crate::gpu::{Dispatcher, Gpu, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
+use crate::ops::{Linear, LinearBuffers, Store, fill_synthetic};
+use crate::quant::WeightFormat;
+use crate::weights::Dtype;
+
+/// (K, N) of the decode microbenchmark: Qwen2.5-0.5B's o_proj, gate_proj (and up_proj) and
+/// down_proj.
+pub const LINEAR_SHAPES: [(usize, usize); 3] = [(896, 896), (896, 4864), (4864, 896)];
 
 const COPY: KernelSpec = KernelSpec {
     name: "bench_copy",
@@ -20,16 +28,16 @@ const FMA: KernelSpec = KernelSpec {
     bindings: &[Uniform, ReadWrite],
 };
 
-/// Runs `dispatch` `repeats` times in one submit and returns ms per run (GPU time where the
-/// device has timestamps, else wall time around submit and completion).
-async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut wgpu::ComputePass)) -> Result<(f64, bool)> {
+/// Runs `dispatch` `repeats` times in one pass and submit and returns ms per run (GPU time where
+/// the device has timestamps, else wall time around submit and completion).
+async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)) -> Result<(f64, bool)> {
     let timer = PassTimer::new(gpu, 1);
     let staging = gpu.staging("bench stamps", 16);
     let start = now_ms();
     let mut encoder = gpu.device().create_command_encoder(&Default::default());
     {
         let timestamp_writes = timer.as_ref().map(|t| t.writes(0));
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
+        let mut pass = Dispatcher::new(&mut encoder, "microbenchmark", timestamp_writes);
         for _ in 0..repeats {
             dispatch(&mut pass);
         }
@@ -55,11 +63,7 @@ pub async fn microbenchmarks(gpu: &Gpu) -> Result<Micro> {
     let copy = gpu.kernel(&COPY, &[]);
     let group = gpu.bind(&copy, &[&src, &dst]);
     let groups = ((bytes / 16).div_ceil(256) as u32).min(4096);
-    let dispatch = |p: &mut wgpu::ComputePass| {
-        p.set_pipeline(&copy.pipeline);
-        p.set_bind_group(0, &group, &[]);
-        p.dispatch_workgroups(groups, 1, 1);
-    };
+    let dispatch = |p: &mut Dispatcher| p.dispatch(&copy, &group, (groups, 1, 1), Work::default());
     time_kernel(gpu, 1, dispatch).await?; // warm-up
     let (copy_ms, gpu_timed) = time_kernel(gpu, 8, dispatch).await?;
     let copy_gbps = 2.0 * bytes as f64 / (copy_ms * 1e6);
@@ -69,13 +73,48 @@ pub async fn microbenchmarks(gpu: &Gpu) -> Result<Micro> {
     let shape = gpu.uniform("fma", &[iters, 0, 0, 0]);
     let out = gpu.storage("fma out", u64::from(threads) * 4);
     let group = gpu.bind(&fma, &[&shape, &out]);
-    let dispatch = |p: &mut wgpu::ComputePass| {
-        p.set_pipeline(&fma.pipeline);
-        p.set_bind_group(0, &group, &[]);
-        p.dispatch_workgroups(threads / 256, 1, 1);
-    };
+    let dispatch = |p: &mut Dispatcher| p.dispatch(&fma, &group, (threads / 256, 1, 1), Work::default());
     time_kernel(gpu, 1, dispatch).await?;
     let (fma_ms, _) = time_kernel(gpu, 4, dispatch).await?;
     let flops = f64::from(threads) * f64::from(iters) * 8.0 * 4.0 * 2.0;
-    Ok(Micro { copy_gbps, fma_gflops: flops / (fma_ms * 1e6), gpu_timed })
+    let mut linear = Vec::new();
+    for (k, n) in LINEAR_SHAPES {
+        linear.push(linear_decode(gpu, k, n, copy_gbps).await?);
+    }
+    Ok(Micro { copy_gbps, fma_gflops: flops / (fma_ms * 1e6), gpu_timed, linear })
+}
+
+/// Weight bytes the linear microbenchmark cycles through: more than a large GPU's L2 cache
+/// (50 MB on an H100/H200) or a CPU's last-level cache, so every dispatch reads from memory as a
+/// decode step's layers do.
+const LINEAR_BYTES: u64 = 96 << 20;
+
+/// One token row times a bf16 `[n, k]` matrix of synthetic weights, by the kernel a decode
+/// step uses on this device (matvec, or linear_direct on CPU-like devices): one dispatch per
+/// matrix over as many matrices as make [`LINEAR_BYTES`], each read once per run.
+async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<LinearMicro> {
+    let bf16 = WeightFormat::Float(Dtype::BF16);
+    let count = LINEAR_BYTES.div_ceil(bf16.row_bytes(k) as u64 * n as u64) as usize;
+    let weights =
+        (0..count).map(|_| PackedMatrix::new(gpu, "bench weights", n, k, bf16)).collect::<Result<Vec<_>>>()?;
+    let mut encoder = gpu.device().create_command_encoder(&Default::default());
+    {
+        let mut pass = Dispatcher::new(&mut encoder, "bench weights", None);
+        for (i, w) in weights.iter().enumerate() {
+            fill_synthetic(gpu, &mut pass, w, i as u32, 0.02);
+        }
+    }
+    gpu.queue().submit([encoder.finish()]);
+    let (x, y) = (gpu.storage("bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
+    let tokens = gpu.uniform("bench tokens", &[1u32, 0, 0, 0]);
+    let io = || LinearBuffers { tokens: &tokens, x: &x, bias: None, y: &y, out_cols: n, first_col: 0 };
+    let layers: Vec<Linear> = weights.iter().map(|w| Linear::new(gpu, w, io(), Store::Overwrite)).collect();
+    let run = |p: &mut Dispatcher| layers.iter().for_each(|l| l.encode(p, 1));
+    time_kernel(gpu, 1, run).await?; // warm-up
+    let (ms, _) = time_kernel(gpu, 2, run).await?;
+    let ms = ms / count as f64;
+    let bytes = weights[0].bytes() + 4 * (k + n) as u64;
+    weights.iter().flat_map(|w| w.chunks()).for_each(|c| c.buffer.destroy());
+    let gbps = bytes as f64 / (ms * 1e6);
+    Ok(LinearMicro { k, n, kernel: layers[0].decode_kernel(), gpu_ms: ms, gbps, copy_fraction: gbps / copy_gbps })
 }

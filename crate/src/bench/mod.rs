@@ -96,6 +96,22 @@ pub struct Micro {
     pub fma_gflops: f64,
     /// Whether these came from GPU timestamps (else wall time).
     pub gpu_timed: bool,
+    /// The decode kernel of a linear layer alone, at each of [`micro::LINEAR_SHAPES`].
+    pub linear: Vec<LinearMicro>,
+}
+
+/// One token row times a bf16 weight matrix `[n, k]`, timed alone over repeats: what a decode
+/// step's linear layers can reach on this device.
+#[derive(Debug, Clone, Serialize)]
+pub struct LinearMicro {
+    pub k: usize,
+    pub n: usize,
+    /// The kernel that ran (`matvec` or `linear_direct`).
+    pub kernel: &'static str,
+    pub gpu_ms: f64,
+    /// Weight and activation bytes moved per second, GB/s, and as a fraction of copy bandwidth.
+    pub gbps: f64,
+    pub copy_fraction: f64,
 }
 
 /// One strategy at one prompt length (medians over repeats).

@@ -365,6 +365,18 @@ fn print_report(r: &BenchReport) {
         r.model.decode_bytes as f64 / 1e6
     );
     println!("micro: copy {:.1} GB/s, FMA {:.1} GFLOP/s", r.micro.copy_gbps, r.micro.fma_gflops);
+    for l in &r.micro.linear {
+        println!(
+            "micro: {} of 1 x {} by bf16 [{}, {}]: {:.3} ms, {:.1} GB/s = {:.0}% of copy",
+            l.kernel,
+            l.k,
+            l.n,
+            l.k,
+            l.gpu_ms,
+            l.gbps,
+            100.0 * l.copy_fraction
+        );
+    }
     println!(
         "\n{:>6} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7}",
         "P", "A ms", "A pred", "steps", "B ms", "B full ms", "B pred", "A/B", "A/Bfull"

@@ -42,7 +42,8 @@ impl PackedMatrix {
                 let rows = rows_per_chunk.min(rows - row_start);
                 let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some(name),
-                    size: rows as u64 * row_bytes,
+                    // Whole 16 bytes, so that kernels may read any row chunk as vec4s.
+                    size: (rows as u64 * row_bytes).next_multiple_of(16),
                     usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
                     mapped_at_creation: false,
                 });
@@ -130,21 +131,22 @@ impl PackedMatrix {
 }
 
 impl Gpu {
-    /// A storage buffer of `size` bytes (at least 4), zero-filled.
+    /// A storage buffer of `size` bytes, zero-filled. Storage buffers are rounded up to whole
+    /// 16 bytes, so a kernel may read any of them as vec4s (the tail of the last one is zero).
     pub fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: size.max(4).next_multiple_of(4),
+            size: size.max(16).next_multiple_of(16),
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         })
     }
 
-    /// A storage buffer holding `data`.
+    /// A storage buffer holding `data` (zero-padded to whole 16 bytes, as [`Gpu::storage`]).
     pub fn storage_from<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> wgpu::Buffer {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         let mut padded = bytes.to_vec();
-        padded.resize(bytes.len().max(4).next_multiple_of(4), 0);
+        padded.resize(bytes.len().max(16).next_multiple_of(16), 0);
         self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some(label),
             contents: &padded,
