@@ -4,9 +4,17 @@
 // 4 x 4 block of results in four named vec4 accumulators. (An indexed local array here was left
 // in slow local memory by a real GPU's compiler: 18x slower.) TILE = 32 gives four times more
 // workgroups than 64 and serves small batches, where 64 would leave most of a GPU idle.
-@group(0) @binding(2) var<storage, read> x: array<vec2<f32>>;      // [M, K / 2]
-@group(0) @binding(3) var<storage, read> w: array<u32>;            // [N, K] packed
-fn weight_word(i: u32) -> u32 { return w[i]; }  // for weight_pairs.wgsl
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [M, K], 16 bytes a load
+@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed, 16 bytes a load
+
+// Word i of the packed matrix (weight_pairs.wgsl reads through it), and value i of x: the
+// buffers are whole vec4s (`Gpu::storage`), so rows need not be.
+fn weight_word(i: u32) -> u32 {
+    return w[i / 4u][i % 4u];
+}
+fn x_value(i: u32) -> f32 {
+    return x[i / 4u][i % 4u];
+}
 
 override TILE: u32 = 64u;        // 32 or 64
 const BK: u32 = 16u;             // K per step
@@ -15,6 +23,54 @@ override THREADS: u32 = TILE * TILE / 16u;  // (TILE / 4)^2
 // Tiles row-major, [TILE, BK] plus padding, read 4 k at a time.
 var<workgroup> xs: array<vec4<f32>, TILE * ROW>;
 var<workgroup> ws: array<vec4<f32>, TILE * ROW>;
+
+// Values k .. k + 7 of token row m (k a multiple of 8; zero past M or K): two 16-byte loads
+// where rows are whole 16 bytes (K a multiple of 8, as every Qwen2.5 size), else value by value.
+fn x_eight(m: u32, k: u32) -> array<vec4<f32>, 2> {
+    if m >= tokens.m {
+        return array(vec4<f32>(0.0), vec4<f32>(0.0));
+    }
+    if shape.k % 8u == 0u {
+        let at = (m * shape.k + k) / 4u;
+        return array(x[at], x[at + 1u]);
+    }
+    let at = m * shape.k + k;
+    return array(
+        vec4<f32>(x_or_zero(at, k), x_or_zero(at + 1u, k + 1u), x_or_zero(at + 2u, k + 2u), x_or_zero(at + 3u, k + 3u)),
+        vec4<f32>(x_or_zero(at + 4u, k + 4u), x_or_zero(at + 5u, k + 5u), x_or_zero(at + 6u, k + 6u), x_or_zero(at + 7u, k + 7u)),
+    );
+}
+
+// Value `at` of x, which is column `col` of its row: zero past K.
+fn x_or_zero(at: u32, col: u32) -> f32 {
+    return select(0.0, x_value(at), col < shape.k);
+}
+
+// Values k .. k + 7 of weight row n (zero past N or K): one 16-byte load of a 16-bit row where
+// rows are whole 16 bytes, else pair by pair (f32 and quantized rows, other K).
+fn w_eight(n: u32, k: u32) -> array<vec4<f32>, 2> {
+    if n >= shape.n {
+        return array(vec4<f32>(0.0), vec4<f32>(0.0));
+    }
+    let base = n * row_words(shape.k);
+    if DTYPE < 2u && shape.k % 8u == 0u {
+        let v = w[base / 4u + k / 8u];
+        return array(vec4<f32>(unpack_word(v.x), unpack_word(v.y)), vec4<f32>(unpack_word(v.z), unpack_word(v.w)));
+    }
+    let p = k / 2u;
+    return array(
+        vec4<f32>(pair_or_zero(base, p), pair_or_zero(base, p + 1u)),
+        vec4<f32>(pair_or_zero(base, p + 2u), pair_or_zero(base, p + 3u)),
+    );
+}
+
+// Values 2p and 2p + 1 of the weight row starting at word `base`: zero past K (K is even).
+fn pair_or_zero(base: u32, p: u32) -> vec2<f32> {
+    if 2u * p >= shape.k {
+        return vec2<f32>(0.0);
+    }
+    return weight_pair_at(base, p, shape.k);
+}
 
 // Thread (tx, ty) computes tokens m0 + ty + i * TILE / 4 and weight rows n0 + tx + j * TILE / 4
 // (i, j < 4): neighbouring threads store neighbouring columns.
@@ -26,39 +82,23 @@ fn main(
 ) {
     let m0 = wg.y * TILE;
     let n0 = wg.x * TILE;
-    let k_pairs = shape.k / 2u;
     let step = TILE / 4u;
     var acc0 = vec4<f32>(0.0);
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
-    for (var k0 = 0u; k0 < k_pairs; k0 += BK / 2u) {
-        // Both tiles: TILE rows x 4 vec4s; a thread reads 4 consecutive k of one row of each.
-        for (var e = tid; e < TILE * BK / 4u; e += THREADS) {
-            let row = e / (BK / 4u);
-            let p = k0 + 2u * (e % (BK / 4u));
-            let m = m0 + row;
-            let n = n0 + row;
-            var xv = vec4<f32>(0.0);
-            var wv = vec4<f32>(0.0);
-            // K is even but not always a multiple of 4: the last vec4 may hold one pair.
-            let both = p + 1u < k_pairs;
-            if m < tokens.m && p < k_pairs {
-                let at = m * k_pairs + p;
-                xv = vec4<f32>(x[at], 0.0, 0.0);
-                if both {
-                    xv = vec4<f32>(xv.xy, x[at + 1u]);
-                }
-            }
-            if n < shape.n && p < k_pairs {
-                let base = n * row_words(shape.k);
-                wv = vec4<f32>(weight_pair_at(base, p, shape.k), 0.0, 0.0);
-                if both {
-                    wv = vec4<f32>(wv.xy, weight_pair_at(base, p + 1u, shape.k));
-                }
-            }
-            xs[row * ROW + e % (BK / 4u)] = xv;
-            ws[row * ROW + e % (BK / 4u)] = wv;
+    for (var k0 = 0u; k0 < shape.k; k0 += BK) {
+        // Both tiles, TILE rows x BK values: a thread loads 8 consecutive values of one row of
+        // each, 16 bytes a load (neighbouring threads: the row's next 8, then the next row).
+        for (var e = tid; e < TILE * BK / 8u; e += THREADS) {
+            let row = e / (BK / 8u);
+            let g = e % (BK / 8u);
+            let xv = x_eight(m0 + row, k0 + 8u * g);
+            let wv = w_eight(n0 + row, k0 + 8u * g);
+            xs[row * ROW + 2u * g] = xv[0];
+            xs[row * ROW + 2u * g + 1u] = xv[1];
+            ws[row * ROW + 2u * g] = wv[0];
+            ws[row * ROW + 2u * g + 1u] = wv[1];
         }
         workgroupBarrier();
         for (var q = 0u; q < BK / 4u; q++) {
