@@ -9,7 +9,7 @@ struct Shape {
     n_offset: u32,   // first output column written by this chunk
     out_cols: u32,   // row stride of y
     row_start: u32,  // first row of this chunk in its layer (and its bias)
-    _pad0: u32,
+    eps: f32,        // the folded RMSNorm's epsilon (with NORM)
     _pad1: u32,
     _pad2: u32,
 }
@@ -18,11 +18,15 @@ struct Tokens {
 }
 override HAS_BIAS: bool = false;
 override ACCUMULATE: bool = false;  // y += result: fuses the residual add
+// x is the residual stream and the layer's input is RMSNorm(x) with weight `norm`: the kernel
+// normalises as it reads (matvec only; the others take the normed input).
+override NORM: bool = false;
 
 @group(0) @binding(0) var<uniform> tokens: Tokens;
 @group(0) @binding(1) var<uniform> shape: Shape;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;         // [rows of the layer] (read with HAS_BIAS)
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
+@group(0) @binding(6) var<storage, read> norm: array<vec4<f32>>;   // [K] (read with NORM)
 
 // Writes the dot product of token row m and weight row n, adding the bias and, with
 // ACCUMULATE, what y held. Out-of-range (m, n) are skipped.

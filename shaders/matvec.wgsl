@@ -10,6 +10,9 @@
 // (coalesced), each dotting them with all B token rows; the partial sums of a row meet in
 // workgroup memory (no subgroups: wgpu on the web does not expose them). Results stay in two
 // named vec4s: an indexed local array would be left in slow memory by some compilers.
+// With NORM (an RMSNorm folded in), each block of token rows first has its sums of squares
+// reduced the same way; the weights then meet x times the norm weight, and each token row's
+// 1 / rms scales its finished dot products.
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [M, K / 4]
 @group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed, 16 bytes a load
 
@@ -17,6 +20,16 @@ const LANES: u32 = 32u;     // threads per weight row
 const ROWS: u32 = 8u;       // weight rows per workgroup
 var<workgroup> partial_lo: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 0..3
 var<workgroup> partial_hi: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 4..7
+
+// Values 4j .. 4j + 3 of token row b of the layer's input: x's, or with NORM x's times the norm
+// weight (the row's 1 / rms multiplies the finished dot products instead).
+fn xs(b: u32, j: u32) -> vec4<f32> {
+    let v = x[b * (shape.k / 4u) + j];
+    if NORM {
+        return v * norm[j];
+    }
+    return v;
+}
 
 // Values of a row per 16-byte load.
 fn values_per_load() -> u32 {
@@ -31,44 +44,43 @@ fn values_per_load() -> u32 {
 // Token row b times load i of a weight row (unscaled for quantized rows; `high`: a Q5_0
 // block's fifth bits; Q6_K's two blocks of 16 are dotted by q6_dot instead).
 fn row_dot(b: u32, i: u32, wv: vec4<u32>, high: u32) -> f32 {
-    let k4 = shape.k / 4u;
     switch DTYPE {
         case 2u: {
-            return dot(bitcast<vec4<f32>>(wv), x[b * k4 + i]);
+            return dot(bitcast<vec4<f32>>(wv), xs(b, i));
         }
         case 3u: {
-            let at = b * k4 + 4u * i;
-            return dot(unpack_q8(wv.x), x[at]) + dot(unpack_q8(wv.y), x[at + 1u])
-                + dot(unpack_q8(wv.z), x[at + 2u]) + dot(unpack_q8(wv.w), x[at + 3u]);
+            let j = 4u * i;
+            return dot(unpack_q8(wv.x), xs(b, j)) + dot(unpack_q8(wv.y), xs(b, j + 1u))
+                + dot(unpack_q8(wv.z), xs(b, j + 2u)) + dot(unpack_q8(wv.w), xs(b, j + 3u));
         }
         case 4u: {
-            let at = b * k4 + 8u * i;
-            return dot(unpack_q4_lo(wv.x), x[at]) + dot(unpack_q4_hi(wv.x), x[at + 1u])
-                + dot(unpack_q4_lo(wv.y), x[at + 2u]) + dot(unpack_q4_hi(wv.y), x[at + 3u])
-                + dot(unpack_q4_lo(wv.z), x[at + 4u]) + dot(unpack_q4_hi(wv.z), x[at + 5u])
-                + dot(unpack_q4_lo(wv.w), x[at + 6u]) + dot(unpack_q4_hi(wv.w), x[at + 7u]);
+            let j = 8u * i;
+            return dot(unpack_q4_lo(wv.x), xs(b, j)) + dot(unpack_q4_hi(wv.x), xs(b, j + 1u))
+                + dot(unpack_q4_lo(wv.y), xs(b, j + 2u)) + dot(unpack_q4_hi(wv.y), xs(b, j + 3u))
+                + dot(unpack_q4_lo(wv.z), xs(b, j + 4u)) + dot(unpack_q4_hi(wv.z), xs(b, j + 5u))
+                + dot(unpack_q4_lo(wv.w), xs(b, j + 6u)) + dot(unpack_q4_hi(wv.w), xs(b, j + 7u));
         }
         case 6u: {
-            let at = b * k4 + 8u * i;
-            return dot(unpack_nibbles_lo(wv.x), x[at]) + dot(unpack_nibbles_hi(wv.x), x[at + 1u])
-                + dot(unpack_nibbles_lo(wv.y), x[at + 2u]) + dot(unpack_nibbles_hi(wv.y), x[at + 3u])
-                + dot(unpack_nibbles_lo(wv.z), x[at + 4u]) + dot(unpack_nibbles_hi(wv.z), x[at + 5u])
-                + dot(unpack_nibbles_lo(wv.w), x[at + 6u]) + dot(unpack_nibbles_hi(wv.w), x[at + 7u]);
+            let j = 8u * i;
+            return dot(unpack_nibbles_lo(wv.x), xs(b, j)) + dot(unpack_nibbles_hi(wv.x), xs(b, j + 1u))
+                + dot(unpack_nibbles_lo(wv.y), xs(b, j + 2u)) + dot(unpack_nibbles_hi(wv.y), xs(b, j + 3u))
+                + dot(unpack_nibbles_lo(wv.z), xs(b, j + 4u)) + dot(unpack_nibbles_hi(wv.z), xs(b, j + 5u))
+                + dot(unpack_nibbles_lo(wv.w), xs(b, j + 6u)) + dot(unpack_nibbles_hi(wv.w), xs(b, j + 7u));
         }
         case 5u: {
-            let at = b * k4 + 8u * i;
+            let j = 8u * i;
             let h1 = high >> 8u;
             let h2 = high >> 16u;
             let h3 = high >> 24u;
-            return dot(unpack_q5_lo(wv.x, high), x[at]) + dot(unpack_q5_hi(wv.x, high), x[at + 1u])
-                + dot(unpack_q5_lo(wv.y, h1), x[at + 2u]) + dot(unpack_q5_hi(wv.y, h1), x[at + 3u])
-                + dot(unpack_q5_lo(wv.z, h2), x[at + 4u]) + dot(unpack_q5_hi(wv.z, h2), x[at + 5u])
-                + dot(unpack_q5_lo(wv.w, h3), x[at + 6u]) + dot(unpack_q5_hi(wv.w, h3), x[at + 7u]);
+            return dot(unpack_q5_lo(wv.x, high), xs(b, j)) + dot(unpack_q5_hi(wv.x, high), xs(b, j + 1u))
+                + dot(unpack_q5_lo(wv.y, h1), xs(b, j + 2u)) + dot(unpack_q5_hi(wv.y, h1), xs(b, j + 3u))
+                + dot(unpack_q5_lo(wv.z, h2), xs(b, j + 4u)) + dot(unpack_q5_hi(wv.z, h2), xs(b, j + 5u))
+                + dot(unpack_q5_lo(wv.w, h3), xs(b, j + 6u)) + dot(unpack_q5_hi(wv.w, h3), xs(b, j + 7u));
         }
         default: {
             let lo = vec4<f32>(unpack_word(wv.x), unpack_word(wv.y));
             let hi = vec4<f32>(unpack_word(wv.z), unpack_word(wv.w));
-            return dot(lo, x[b * k4 + 2u * i]) + dot(hi, x[b * k4 + 2u * i + 1u]);
+            return dot(lo, xs(b, 2u * i)) + dot(hi, xs(b, 2u * i + 1u));
         }
     }
 }
@@ -76,9 +88,9 @@ fn row_dot(b: u32, i: u32, wv: vec4<u32>, high: u32) -> f32 {
 // Token row b times 16 Q6_K values of load i: nibble words `lo` and `hi` (8 values each) and
 // their high bits `high` (2 each); `half` 0 or 1 of the load.
 fn q6_dot(b: u32, i: u32, lo: u32, hi: u32, high: u32, half: u32) -> f32 {
-    let at = b * (shape.k / 4u) + 8u * i + 4u * half;
-    return dot(unpack_q6_lo(lo, high), x[at]) + dot(unpack_q6_hi(lo, high), x[at + 1u])
-        + dot(unpack_q6_lo(hi, high >> 16u), x[at + 2u]) + dot(unpack_q6_hi(hi, high >> 16u), x[at + 3u]);
+    let j = 8u * i + 4u * half;
+    return dot(unpack_q6_lo(lo, high), xs(b, j)) + dot(unpack_q6_hi(lo, high), xs(b, j + 1u))
+        + dot(unpack_q6_lo(hi, high >> 16u), xs(b, j + 2u)) + dot(unpack_q6_hi(hi, high >> 16u), xs(b, j + 3u));
 }
 
 // The extra bits of load i of the row starting at word `base`: a Q5_0 block's fifth bits, or
@@ -126,8 +138,9 @@ fn load_scale_min(base: u32, i: u32) -> vec2<f32> {
 
 // The sum of token row b's values under load i (a Q4_K block's min multiplies it).
 fn row_sum(b: u32, i: u32) -> f32 {
-    let at = b * (shape.k / 4u) + 8u * i;
-    let s = x[at] + x[at + 1u] + x[at + 2u] + x[at + 3u] + x[at + 4u] + x[at + 5u] + x[at + 6u] + x[at + 7u];
+    let j = 8u * i;
+    let s = xs(b, j) + xs(b, j + 1u) + xs(b, j + 2u) + xs(b, j + 3u) + xs(b, j + 4u) + xs(b, j + 5u) + xs(b, j + 6u)
+        + xs(b, j + 7u);
     return s.x + s.y + s.z + s.w;
 }
 
@@ -159,8 +172,40 @@ fn main(
     }
 }
 
+// With NORM, 1 / rms of token rows b0 .. b0 + 7 (1 without): thread row r sums the squares of
+// token row b0 + r, its lanes meeting in partial_lo. Every thread calls it (it has barriers).
+fn inverse_rms(b0: u32, b_count: u32, lane: u32, row: u32) -> array<vec4<f32>, 2> {
+    if !NORM {
+        return array(vec4<f32>(1.0), vec4<f32>(1.0));
+    }
+    var squares = 0.0;
+    if row < b_count {
+        for (var j = lane; j < shape.k / 4u; j += LANES) {
+            let v = x[(b0 + row) * (shape.k / 4u) + j];
+            squares += dot(v, v);
+        }
+    }
+    let at = row * LANES + lane;
+    partial_lo[at] = vec4<f32>(squares);
+    workgroupBarrier();
+    for (var stride = LANES / 2u; stride > 0u; stride /= 2u) {
+        if lane < stride {
+            partial_lo[at] += partial_lo[at + stride];
+        }
+        workgroupBarrier();
+    }
+    let mean = array(
+        vec4<f32>(partial_lo[0].x, partial_lo[LANES].x, partial_lo[2u * LANES].x, partial_lo[3u * LANES].x),
+        vec4<f32>(partial_lo[4u * LANES].x, partial_lo[5u * LANES].x, partial_lo[6u * LANES].x, partial_lo[7u * LANES].x),
+    );
+    workgroupBarrier();  // block reuses partial_lo
+    let k = f32(shape.k);
+    return array(inverseSqrt(mean[0] / k + shape.eps), inverseSqrt(mean[1] / k + shape.eps));
+}
+
 // Token rows b0 .. b0 + b_count (b_count <= 8) times weight row n, stored.
 fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
+    let scales = inverse_rms(b0, b_count, lane, row);
     var lo = vec4<f32>(0.0);
     var hi = vec4<f32>(0.0);
     if n < shape.n {
@@ -194,7 +239,7 @@ fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
     }
     if lane < b_count {
         let first = row * LANES;
-        let sums = select(partial_lo[first], partial_hi[first], lane >= 4u);
+        let sums = select(partial_lo[first], partial_hi[first], lane >= 4u) * select(scales[0], scales[1], lane >= 4u);
         store(b0 + lane, n, sums[lane % 4u]);
     }
     workgroupBarrier();  // the next block reuses partial_lo and partial_hi

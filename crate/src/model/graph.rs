@@ -9,8 +9,8 @@ use crate::config::Qwen2Config;
 use crate::error::Result;
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, PassTimer};
 use crate::ops::{
-    Attention, AttentionBuffers, AttentionDims, Embedding, GatherRows, KvWrite, Linear, LinearBuffers, LmHeadRows,
-    NewKeysValues, RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
+    Attention, AttentionBuffers, AttentionDims, Embedding, FoldedNorm, GatherRows, KvWrite, Linear, LinearBuffers,
+    LmHeadRows, MATVEC_MAX_ROWS, NewKeysValues, RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
 };
 
 /// Bytes of `n` 4-byte words (f32 or u32).
@@ -76,17 +76,67 @@ impl Scratch {
 
 /// Kernels of one decoder layer, bound to its weights and the shared activations.
 struct LayerOps {
-    input_layernorm: RmsNorm,
-    /// One dispatch where the weights are one matrix ([`GpuLayer::qkv_proj`](crate::gpu::GpuLayer)).
-    qkv_proj: Vec<Linear>,
+    /// input_layernorm, then q_proj, k_proj and v_proj filling qkv (one layer where the weights
+    /// are one matrix: [`GpuLayer::qkv_proj`](crate::gpu::GpuLayer)).
+    attention_input: NormedLinears,
     kv_write: KvWrite,
     attention: Attention,
     o_proj: Linear,
-    post_attention_layernorm: RmsNorm,
-    gate_proj: Linear,
-    up_proj: Linear,
+    /// post_attention_layernorm, then gate_proj and up_proj.
+    mlp_input: NormedLinears,
     silu_mul: SiluMul,
     down_proj: Linear,
+}
+
+/// An RMSNorm and the linear layers that read its output: the norm as a pass of its own into
+/// `normed`, then the layers; or, for the batches matvec serves on GPUs, the layers alone with
+/// the norm folded in (reading the residual stream: one dispatch fewer, no round trip through
+/// `normed`).
+struct NormedLinears {
+    norm: RmsNorm,
+    layers: Vec<Linear>,
+    folded: Option<Vec<Linear>>,
+}
+
+/// One linear layer after a norm: its weights, and where it writes (output buffer, its width,
+/// the layer's first column).
+type NormedTarget<'a> = (&'a GpuLinear, &'a wgpu::Buffer, usize, usize);
+
+impl NormedLinears {
+    /// `norm`: its weight, width (hidden) and epsilon.
+    fn new<'a>(
+        g: &Gpu,
+        s: &'a Scratch,
+        a: &'a Activations,
+        norm: (&wgpu::Buffer, usize, f64),
+        targets: &[NormedTarget<'a>],
+    ) -> Self {
+        let (weight, hidden, eps) = norm;
+        let io = |x: &'a wgpu::Buffer, &(l, y, out_cols, first_col): &NormedTarget<'a>| LinearBuffers {
+            tokens: &s.tokens,
+            x,
+            bias: l.bias.as_ref(),
+            y,
+            out_cols,
+            first_col,
+        };
+        let layers = targets.iter().map(|t| Linear::new(g, &t.0.weight, io(&a.normed, t), Store::Overwrite)).collect();
+        let folded = targets
+            .iter()
+            .map(|t| Linear::with_norm(g, &t.0.weight, io(&a.x, t), Store::Overwrite, FoldedNorm { weight, eps }))
+            .collect();
+        Self { norm: RmsNorm::new(g, &a.x, weight, &a.normed, hidden, eps), layers, folded }
+    }
+
+    fn encode(&self, d: &mut Dispatcher, m: u32) {
+        match &self.folded {
+            Some(folded) if m <= MATVEC_MAX_ROWS => folded.iter().for_each(|l| l.encode(d, m)),
+            _ => {
+                self.norm.encode(d, m);
+                self.layers.iter().for_each(|l| l.encode(d, m));
+            }
+        }
+    }
 }
 
 /// Kernels of the head: the read-out rows' final norm, and the full or choice-rows LM head.
@@ -238,7 +288,7 @@ impl LayerOps {
         a: &Activations,
         shared: &LayerShared,
     ) -> Result<Self> {
-        let (h, kv_dim, eps) = (c.hidden_size, c.kv_dim(), c.rms_norm_eps);
+        let (h, kv_dim, i, eps) = (c.hidden_size, c.kv_dim(), c.intermediate_size, c.rms_norm_eps);
         let qkv_cols = h + 2 * kv_dim;
         let lin = |x: &wgpu::Buffer, l: &GpuLinear, y: &wgpu::Buffer, store: Store| {
             let out_cols = l.weight.rows();
@@ -246,14 +296,12 @@ impl LayerOps {
             Linear::new(g, &l.weight, io, store)
         };
         // The Q, K and V projections fill qkv side by side.
-        let mut first_col = 0;
-        let mut qkv_proj = Vec::new();
+        let mut qkv = Vec::new();
         for l in &w.qkv_proj {
-            let (x, y, bias) = (&a.normed, &a.qkv, l.bias.as_ref());
-            let io = LinearBuffers { tokens: &s.tokens, x, bias, y, out_cols: qkv_cols, first_col };
-            qkv_proj.push(Linear::new(g, &l.weight, io, Store::Overwrite));
-            first_col += l.weight.rows();
+            let first_col = qkv.iter().map(|(l, ..): &NormedTarget| l.weight.rows()).sum();
+            qkv.push((l, &a.qkv, qkv_cols, first_col));
         }
+        let mlp = [(&w.gate_proj, &a.gate, i, 0), (&w.up_proj, &a.up, i, 0)];
         let attention = AttentionBuffers {
             token_meta: &s.token_meta,
             q: &a.qkv,
@@ -266,15 +314,12 @@ impl LayerOps {
         };
         let new = NewKeysValues { qkv: &a.qkv, stride: qkv_cols, k_col: h };
         Ok(LayerOps {
-            input_layernorm: RmsNorm::new(g, &a.x, &w.input_layernorm, &a.normed, h, eps),
-            qkv_proj,
+            attention_input: NormedLinears::new(g, s, a, (&w.input_layernorm, h, eps), &qkv),
             kv_write: KvWrite::new(g, &s.token_meta, &shared.inv_freq, new, (k_cache, v_cache), (kv_dim, c.head_dim())),
             attention: Attention::new(g, attention, shared.dims)?,
             o_proj: lin(&a.attn, &w.o_proj, &a.x, Store::Accumulate),
-            post_attention_layernorm: RmsNorm::new(g, &a.x, &w.post_attention_layernorm, &a.normed, h, eps),
-            gate_proj: lin(&a.normed, &w.gate_proj, &a.gate, Store::Overwrite),
-            up_proj: lin(&a.normed, &w.up_proj, &a.up, Store::Overwrite),
-            silu_mul: SiluMul::new(g, &a.gate, &a.up, c.intermediate_size),
+            mlp_input: NormedLinears::new(g, s, a, (&w.post_attention_layernorm, h, eps), &mlp),
+            silu_mul: SiluMul::new(g, &a.gate, &a.up, i),
             down_proj: lin(&a.gate, &w.down_proj, &a.x, Store::Accumulate),
         })
     }
@@ -284,15 +329,12 @@ impl LayerOps {
         // Attention block: x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))),
         // n = input_layernorm(x); the new keys and values join the cache first. RoPE is applied
         // as kv_write reads the keys and as attention reads the queries.
-        self.input_layernorm.encode(d, m);
-        self.qkv_proj.iter().for_each(|l| l.encode(d, m));
+        self.attention_input.encode(d, m);
         self.kv_write.encode(d, m);
         self.attention.encode(d, m, plan.keys);
         self.o_proj.encode(d, m);
         // MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)), n = post_attention_layernorm(x).
-        self.post_attention_layernorm.encode(d, m);
-        self.gate_proj.encode(d, m);
-        self.up_proj.encode(d, m);
+        self.mlp_input.encode(d, m);
         self.silu_mul.encode(d, m);
         self.down_proj.encode(d, m);
     }

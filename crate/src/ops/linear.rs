@@ -7,7 +7,7 @@ use crate::gpu::{Gpu, Kernel, PackedMatrix};
 
 uniform!(
     /// linear.wgsl's `Shape`, one per weight chunk.
-    LinearShape { k: u32, n: u32, n_offset: u32, out_cols: u32, row_start: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
+    LinearShape { k: u32, n: u32, n_offset: u32, out_cols: u32, row_start: u32, eps: f32, _pad1: u32, _pad2: u32 }
 );
 
 /// Most token rows the matvec kernel serves (8 at a time, in its two vec4 accumulators). Up to
@@ -38,6 +38,13 @@ pub struct LinearBuffers<'a> {
     pub first_col: usize,
 }
 
+/// An RMSNorm folded into a [`Linear`] ([`Linear::with_norm`]): its weight (`[K]` f32) and
+/// epsilon.
+pub struct FoldedNorm<'a> {
+    pub weight: &'a wgpu::Buffer,
+    pub eps: f64,
+}
+
 /// Which kernels run the layer.
 enum Kernels {
     /// GPUs: matvec for M <= [`MATVEC_MAX_ROWS`] (when K allows it), else matmul in 64 x 64 or
@@ -45,6 +52,8 @@ enum Kernels {
     Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Rc<Kernel>> },
     /// CPU-like devices: the barrier-free kernel with 4 token rows per invocation, and with 1.
     Direct { block_4: Rc<Kernel>, block_1: Rc<Kernel> },
+    /// GPUs, an RMSNorm folded in: matvec, normalising x as it reads it.
+    Normed { matvec: Rc<Kernel> },
 }
 
 /// How a [`Linear`] stores its result.
@@ -71,6 +80,19 @@ pub struct Linear {
 
 impl Linear {
     pub fn new(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store) -> Self {
+        Self::build(gpu, w, io, store, None)
+    }
+
+    /// The layer applied to RMSNorm(x), x being the residual stream: matvec normalises each
+    /// token row as it reads it, so the norm costs no dispatch (nor a pass over memory) of its
+    /// own. Meant for the batches matvec serves (up to [`MATVEC_MAX_ROWS`] token rows; it is
+    /// exact for any). `None` where matvec cannot run the layer: CPU-like devices, K not a
+    /// multiple of 8.
+    pub fn with_norm(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, norm: FoldedNorm) -> Option<Self> {
+        (!gpu.direct_kernels() && w.cols().is_multiple_of(8)).then(|| Self::build(gpu, w, io, store, Some(norm)))
+    }
+
+    fn build(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, norm: Option<FoldedNorm>) -> Self {
         let accumulate = store == Store::Accumulate;
         let constants = [
             w.dtype_constant(),
@@ -78,7 +100,9 @@ impl Linear {
             ("ACCUMULATE", f64::from(u8::from(accumulate))),
         ];
         let with = |extra: (&'static str, f64)| [constants[0], constants[1], constants[2], extra];
-        let kernels = if gpu.direct_kernels() {
+        let kernels = if norm.is_some() {
+            Kernels::Normed { matvec: gpu.kernel(&MATVEC, &with(("NORM", 1.0))) }
+        } else if gpu.direct_kernels() {
             let direct = |block_m: f64| {
                 let workgroup = ("WORKGROUP", f64::from(DIRECT_WORKGROUP));
                 gpu.kernel(&LINEAR_DIRECT, &[&constants[..], &[workgroup, ("BLOCK_M", block_m)]].concat())
@@ -93,8 +117,10 @@ impl Linear {
                 matvec: w.cols().is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &constants)),
             }
         };
-        // Without a bias the shader never reads binding 4; x stands in for it.
+        // Without a bias (or a folded norm) the shader never reads binding 4 (or 6); x stands in.
         let bias = io.bias.unwrap_or(io.x);
+        let norm_weight = norm.as_ref().map_or(io.x, |n| n.weight);
+        let eps = norm.as_ref().map_or(0.0, |n| n.eps as f32);
         let chunks = w
             .chunks()
             .iter()
@@ -105,7 +131,7 @@ impl Linear {
                     n_offset: (io.first_col + c.row_start) as u32,
                     out_cols: io.out_cols as u32,
                     row_start: c.row_start as u32,
-                    _pad0: 0,
+                    eps,
                     _pad1: 0,
                     _pad2: 0,
                 };
@@ -113,8 +139,9 @@ impl Linear {
                 let layout = match &kernels {
                     Kernels::Tiled { matmul_64, .. } => matmul_64,
                     Kernels::Direct { block_4, .. } => block_4,
+                    Kernels::Normed { matvec } => matvec,
                 };
-                (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y]), c.rows)
+                (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, norm_weight]), c.rows)
             })
             .collect();
         Self { kernels, chunks, k: w.cols(), row_bytes: w.row_bytes() as usize, accumulate }
@@ -142,10 +169,8 @@ impl Linear {
             Kernels::Direct { block_4, .. } => {
                 (block_4, (div_up(rows, 4 * DIRECT_WORKGROUP as usize), m.div_ceil(4), 1))
             }
-            Kernels::Tiled { matvec: Some(matvec), .. } if m <= MATVEC_MAX_ROWS => {
-                let (x, y) = grid_2d(div_up(rows, 8));
-                (matvec, (x, y, 1))
-            }
+            Kernels::Tiled { matvec: Some(matvec), .. } if m <= MATVEC_MAX_ROWS => (matvec, matvec_grid(rows)),
+            Kernels::Normed { matvec } => (matvec, matvec_grid(rows)),
             Kernels::Tiled { matmul_64, matmul_32, .. } => {
                 if div_up(rows, 64) * m.div_ceil(64) >= MIN_TILES_64 {
                     (matmul_64, (div_up(rows, 64), m.div_ceil(64), 1))
@@ -155,4 +180,10 @@ impl Linear {
             }
         }
     }
+}
+
+/// matvec's grid for a chunk of `rows` weight rows: 8 rows a workgroup.
+fn matvec_grid(rows: usize) -> (u32, u32, u32) {
+    let (x, y) = grid_2d(div_up(rows, 8));
+    (x, y, 1)
 }
