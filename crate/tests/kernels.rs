@@ -195,7 +195,8 @@ fn linear_with_a_folded_norm_equals_norm_then_linear() {
     let gpu = family_gpu(KernelFamily::Tiled, None);
     // (M, K, N): decode and short prefills of 0.5B's and 1.5B's QKV and gate shapes, odd N, 8 + 8
     // + 1 token rows, quantized blocks (Q4_K and Q6_K: K of whole super-blocks).
-    let cases: [(usize, usize, usize); 5] = [(1, 896, 1152), (3, 1536, 2048), (17, 64, 33), (32, 896, 4864), (5, 512, 129)];
+    let cases: [(usize, usize, usize); 5] =
+        [(1, 896, 1152), (3, 1536, 2048), (17, 64, 33), (32, 896, 4864), (5, 512, 129)];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for format in FORMATS {
             if let WeightFormat::Quant(q) = format
