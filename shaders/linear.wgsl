@@ -18,15 +18,17 @@ struct Tokens {
 }
 override HAS_BIAS: bool = false;
 override ACCUMULATE: bool = false;  // y += result: fuses the residual add
-// x is the residual stream and the layer's input is RMSNorm(x) with weight `norm`: the kernel
-// normalises as it reads (matvec only; the others take the normed input).
+// Folded inputs (matvec only; the other kernels take the input made by a pass of its own):
+// NORM: x is the residual stream and the layer's input is RMSNorm(x), `aux` the norm weight;
+// GLU: x is the gate projection and the layer's input is silu(x) * `aux`, the up projection.
 override NORM: bool = false;
+override GLU: bool = false;
 
 @group(0) @binding(0) var<uniform> tokens: Tokens;
 @group(0) @binding(1) var<uniform> shape: Shape;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;         // [rows of the layer] (read with HAS_BIAS)
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
-@group(0) @binding(6) var<storage, read> norm: array<vec4<f32>>;   // [K] (read with NORM)
+@group(0) @binding(6) var<storage, read> aux: array<vec4<f32>>;    // NORM: [K]; GLU: [M, K]
 
 // Writes the dot product of token row m and weight row n, adding the bias and, with
 // ACCUMULATE, what y held. Out-of-range (m, n) are skipped.

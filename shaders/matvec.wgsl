@@ -12,7 +12,9 @@
 // named vec4s: an indexed local array would be left in slow memory by some compilers.
 // With NORM (an RMSNorm folded in), each block of token rows first has its sums of squares
 // reduced the same way; the weights then meet x times the norm weight, and each token row's
-// 1 / rms scales its finished dot products.
+// 1 / rms scales its finished dot products. With GLU (SwiGLU folded in) each workgroup applies
+// the activation to the values it reads: a few thousand exp per workgroup, cheaper on a GPU than
+// a dispatch and a pass over memory of its own.
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [M, K / 4]
 @group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed, 16 bytes a load
 
@@ -21,12 +23,17 @@ const ROWS: u32 = 8u;       // weight rows per workgroup
 var<workgroup> partial_lo: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 0..3
 var<workgroup> partial_hi: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 4..7
 
-// Values 4j .. 4j + 3 of token row b of the layer's input: x's, or with NORM x's times the norm
-// weight (the row's 1 / rms multiplies the finished dot products instead).
+// Values 4j .. 4j + 3 of token row b of the layer's input: x's; with NORM x's times the norm
+// weight (the row's 1 / rms multiplies the finished dot products instead); with GLU the SwiGLU
+// of the gate (x) and up projections.
 fn xs(b: u32, j: u32) -> vec4<f32> {
-    let v = x[b * (shape.k / 4u) + j];
+    let at = b * (shape.k / 4u) + j;
+    let v = x[at];
     if NORM {
-        return v * norm[j];
+        return v * aux[j];
+    }
+    if GLU {
+        return v / (1.0 + exp(-v)) * aux[at];
     }
     return v;
 }

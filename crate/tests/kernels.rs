@@ -191,12 +191,12 @@ fn matrices_copied_into_one_equal_their_concatenation() {
 }
 
 #[test]
-fn linear_with_a_folded_norm_equals_norm_then_linear() {
+fn linear_with_a_folded_norm_or_swiglu_equals_the_operation_then_linear() {
     let gpu = family_gpu(KernelFamily::Tiled, None);
-    // (M, K, N): decode and short prefills of 0.5B's and 1.5B's QKV and gate shapes, odd N, 8 + 8
-    // + 1 token rows, quantized blocks (Q4_K and Q6_K: K of whole super-blocks).
-    let cases: [(usize, usize, usize); 5] =
-        [(1, 896, 1152), (3, 1536, 2048), (17, 64, 33), (32, 896, 4864), (5, 512, 129)];
+    // (M, K, N): decode and short prefills of 0.5B's and 1.5B's QKV, gate and down shapes, odd
+    // N, 8 + 8 + 1 token rows, quantized blocks (Q4_K and Q6_K: K of whole super-blocks).
+    let cases: [(usize, usize, usize); 6] =
+        [(1, 896, 1152), (3, 1536, 2048), (17, 64, 33), (32, 896, 4864), (5, 512, 129), (1, 4864, 896)];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for format in FORMATS {
             if let WeightFormat::Quant(q) = format
@@ -208,25 +208,32 @@ fn linear_with_a_folded_norm_equals_norm_then_linear() {
                 continue; // lavapipe time: the big cases stay bf16
             }
             let seed = 100 + (i * 10) as u64;
-            // A residual stream of uneven scale and a norm weight around 1, as in a trained model.
+            // A residual stream of uneven scale and a norm weight around 1, as in a trained model;
+            // gate values spread over silu's curve.
             let x: Vec<f32> =
                 seeded(seed, m * k, 1.0).iter().enumerate().map(|(j, v)| v * (1 + j % 7) as f32).collect();
             let g: Vec<f32> = seeded(seed + 1, k, 0.5).iter().map(|v| 1.0 + v).collect();
+            let up = seeded(seed + 4, m * k, 1.0);
             let w = format.round(&seeded(seed + 2, n * k, 0.1), k);
             let b = seeded(seed + 3, n, 0.5);
             let eps = 1e-6;
             let normed: Vec<f32> = x.chunks(k).flat_map(|row| reference::rms_norm(row, &g, eps)).collect();
-            let want = reference::linear(&normed, &w, Some(&b), k);
+            let swiglu: Vec<f32> = x.iter().zip(&up).map(|(v, u)| reference::silu(*v) * u).collect();
             let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), format, &w).unwrap();
-            let (xb, bb, gb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("g", &g));
-            let (yb, t) = (gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-            let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: Some(&bb), y: &yb, out_cols: n, first_col: 0 };
-            let norm = ops::FoldedNorm { weight: &gb, eps };
-            let op =
-                ops::Linear::with_norm(&gpu, &wm, io, ops::Store::Overwrite, norm).expect("matvec serves K % 8 == 0");
-            run(&gpu, |p| op.encode(p, m as u32));
-            let what = format!("norm + linear M={m} K={k} N={n} {}", format.name());
-            assert_close(&read(&gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
+            let (xb, bb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b));
+            let (gb, ub) = (gpu.storage_from("g", &g), gpu.storage_from("up", &up));
+            let folds = [
+                ("norm", ops::Fold::Norm { weight: &gb, eps }, reference::linear(&normed, &w, Some(&b), k)),
+                ("swiglu", ops::Fold::Glu { up: &ub }, reference::linear(&swiglu, &w, Some(&b), k)),
+            ];
+            for (name, fold, want) in folds {
+                let (yb, t) = (gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
+                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: Some(&bb), y: &yb, out_cols: n, first_col: 0 };
+                let op = ops::Linear::folded(&gpu, &wm, io, ops::Store::Overwrite, fold).expect("K % 8 == 0");
+                run(&gpu, |p| op.encode(p, m as u32));
+                let what = format!("{name} + linear M={m} K={k} N={n} {}", format.name());
+                assert_close(&read(&gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
+            }
         }
     }
     // Where matvec cannot run the layer, there is nothing to fold into.
@@ -235,8 +242,8 @@ fn linear_with_a_folded_norm_equals_norm_then_linear() {
         let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), BF16, &seeded(1, n * k, 0.1)).unwrap();
         let (xb, yb, t) = (gpu.storage("x", (m * k * 4) as u64), gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
         let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n, first_col: 0 };
-        let norm = ops::FoldedNorm { weight: &xb, eps: 1e-6 };
-        assert!(ops::Linear::with_norm(&gpu, &wm, io, ops::Store::Overwrite, norm).is_none(), "K={k}");
+        let fold = ops::Fold::Norm { weight: &xb, eps: 1e-6 };
+        assert!(ops::Linear::folded(&gpu, &wm, io, ops::Store::Overwrite, fold).is_none(), "K={k}");
     }
 }
 

@@ -9,7 +9,7 @@ use crate::config::Qwen2Config;
 use crate::error::Result;
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, PassTimer};
 use crate::ops::{
-    Attention, AttentionBuffers, AttentionDims, Embedding, FoldedNorm, GatherRows, KvWrite, Linear, LinearBuffers,
+    Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, KvWrite, Linear, LinearBuffers,
     LmHeadRows, MATVEC_MAX_ROWS, NewKeysValues, RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
 };
 
@@ -78,61 +78,69 @@ impl Scratch {
 struct LayerOps {
     /// input_layernorm, then q_proj, k_proj and v_proj filling qkv (one layer where the weights
     /// are one matrix: [`GpuLayer::qkv_proj`](crate::gpu::GpuLayer)).
-    attention_input: NormedLinears,
+    attention_input: FoldedLinears,
     kv_write: KvWrite,
     attention: Attention,
     o_proj: Linear,
     /// post_attention_layernorm, then gate_proj and up_proj.
-    mlp_input: NormedLinears,
-    silu_mul: SiluMul,
-    down_proj: Linear,
+    mlp_input: FoldedLinears,
+    /// silu(gate) * up, then down_proj.
+    mlp_output: FoldedLinears,
 }
 
-/// An RMSNorm and the linear layers that read its output: the norm as a pass of its own into
-/// `normed`, then the layers; or, for the batches matvec serves on GPUs, the layers alone with
-/// the norm folded in (reading the residual stream: one dispatch fewer, no round trip through
-/// `normed`).
-struct NormedLinears {
-    norm: RmsNorm,
+/// A norm or an activation and the linear layers that read its output: the operation as a pass
+/// of its own, then the layers; or, for the batches matvec serves on GPUs, the layers alone with
+/// the operation folded in ([`Fold`]: a dispatch fewer, and no round trip through memory).
+struct FoldedLinears {
+    prologue: Prologue,
     layers: Vec<Linear>,
     folded: Option<Vec<Linear>>,
 }
 
-/// One linear layer after a norm: its weights, and where it writes (output buffer, its width,
-/// the layer's first column).
-type NormedTarget<'a> = (&'a GpuLinear, &'a wgpu::Buffer, usize, usize);
+/// What runs before a [`FoldedLinears`]' layers when it is not folded into them.
+enum Prologue {
+    Norm(RmsNorm),
+    Swiglu(SiluMul),
+}
 
-impl NormedLinears {
-    /// `norm`: its weight, width (hidden) and epsilon.
+/// One linear layer of a [`FoldedLinears`]: its weights, its input (the prologue's output), and
+/// where it writes (output buffer, its width, the layer's first column; how).
+struct Target<'a> {
+    linear: &'a GpuLinear,
+    x: &'a wgpu::Buffer,
+    y: &'a wgpu::Buffer,
+    out_cols: usize,
+    first_col: usize,
+    store: Store,
+}
+
+impl FoldedLinears {
+    /// The folded layers read `folded_x` (the prologue's input) and apply `fold`.
     fn new<'a>(
         g: &Gpu,
-        s: &'a Scratch,
-        a: &'a Activations,
-        norm: (&wgpu::Buffer, usize, f64),
-        targets: &[NormedTarget<'a>],
+        tokens: &'a wgpu::Buffer,
+        prologue: Prologue,
+        (folded_x, fold): (&'a wgpu::Buffer, Fold),
+        targets: &[Target<'a>],
     ) -> Self {
-        let (weight, hidden, eps) = norm;
-        let io = |x: &'a wgpu::Buffer, &(l, y, out_cols, first_col): &NormedTarget<'a>| LinearBuffers {
-            tokens: &s.tokens,
-            x,
-            bias: l.bias.as_ref(),
-            y,
-            out_cols,
-            first_col,
+        let io = |x: &'a wgpu::Buffer, t: &Target<'a>| -> LinearBuffers<'a> {
+            let bias = t.linear.bias.as_ref();
+            LinearBuffers { tokens, x, bias, y: t.y, out_cols: t.out_cols, first_col: t.first_col }
         };
-        let layers = targets.iter().map(|t| Linear::new(g, &t.0.weight, io(&a.normed, t), Store::Overwrite)).collect();
-        let folded = targets
-            .iter()
-            .map(|t| Linear::with_norm(g, &t.0.weight, io(&a.x, t), Store::Overwrite, FoldedNorm { weight, eps }))
-            .collect();
-        Self { norm: RmsNorm::new(g, &a.x, weight, &a.normed, hidden, eps), layers, folded }
+        let layers = targets.iter().map(|t| Linear::new(g, &t.linear.weight, io(t.x, t), t.store)).collect();
+        let folded =
+            targets.iter().map(|t| Linear::folded(g, &t.linear.weight, io(folded_x, t), t.store, fold)).collect();
+        Self { prologue, layers, folded }
     }
 
     fn encode(&self, d: &mut Dispatcher, m: u32) {
         match &self.folded {
             Some(folded) if m <= MATVEC_MAX_ROWS => folded.iter().for_each(|l| l.encode(d, m)),
             _ => {
-                self.norm.encode(d, m);
+                match &self.prologue {
+                    Prologue::Norm(op) => op.encode(d, m),
+                    Prologue::Swiglu(op) => op.encode(d, m),
+                }
                 self.layers.iter().for_each(|l| l.encode(d, m));
             }
         }
@@ -298,10 +306,21 @@ impl LayerOps {
         // The Q, K and V projections fill qkv side by side.
         let mut qkv = Vec::new();
         for l in &w.qkv_proj {
-            let first_col = qkv.iter().map(|(l, ..): &NormedTarget| l.weight.rows()).sum();
-            qkv.push((l, &a.qkv, qkv_cols, first_col));
+            let first_col = qkv.iter().map(|t: &Target| t.linear.weight.rows()).sum();
+            let (x, y, out_cols, store) = (&a.normed, &a.qkv, qkv_cols, Store::Overwrite);
+            qkv.push(Target { linear: l, x, y, out_cols, first_col, store });
         }
-        let mlp = [(&w.gate_proj, &a.gate, i, 0), (&w.up_proj, &a.up, i, 0)];
+        let mlp_in = |linear, y| Target { linear, x: &a.normed, y, out_cols: i, first_col: 0, store: Store::Overwrite };
+        let mlp = [mlp_in(&w.gate_proj, &a.gate), mlp_in(&w.up_proj, &a.up)];
+        let down =
+            Target { linear: &w.down_proj, x: &a.gate, y: &a.x, out_cols: h, first_col: 0, store: Store::Accumulate };
+        let norm = |weight| {
+            let fold = Fold::Norm { weight, eps };
+            (Prologue::Norm(RmsNorm::new(g, &a.x, weight, &a.normed, h, eps)), (&a.x, fold))
+        };
+        let (input_norm, input_fold) = norm(&w.input_layernorm);
+        let (post_norm, post_fold) = norm(&w.post_attention_layernorm);
+        let swiglu = Prologue::Swiglu(SiluMul::new(g, &a.gate, &a.up, i));
         let attention = AttentionBuffers {
             token_meta: &s.token_meta,
             q: &a.qkv,
@@ -314,13 +333,12 @@ impl LayerOps {
         };
         let new = NewKeysValues { qkv: &a.qkv, stride: qkv_cols, k_col: h };
         Ok(LayerOps {
-            attention_input: NormedLinears::new(g, s, a, (&w.input_layernorm, h, eps), &qkv),
+            attention_input: FoldedLinears::new(g, &s.tokens, input_norm, input_fold, &qkv),
             kv_write: KvWrite::new(g, &s.token_meta, &shared.inv_freq, new, (k_cache, v_cache), (kv_dim, c.head_dim())),
             attention: Attention::new(g, attention, shared.dims)?,
             o_proj: lin(&a.attn, &w.o_proj, &a.x, Store::Accumulate),
-            mlp_input: NormedLinears::new(g, s, a, (&w.post_attention_layernorm, h, eps), &mlp),
-            silu_mul: SiluMul::new(g, &a.gate, &a.up, i),
-            down_proj: lin(&a.gate, &w.down_proj, &a.x, Store::Accumulate),
+            mlp_input: FoldedLinears::new(g, &s.tokens, post_norm, post_fold, &mlp),
+            mlp_output: FoldedLinears::new(g, &s.tokens, swiglu, (&a.gate, Fold::Glu { up: &a.up }), &[down]),
         })
     }
 
@@ -335,7 +353,6 @@ impl LayerOps {
         self.o_proj.encode(d, m);
         // MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)), n = post_attention_layernorm(x).
         self.mlp_input.encode(d, m);
-        self.silu_mul.encode(d, m);
-        self.down_proj.encode(d, m);
+        self.mlp_output.encode(d, m);
     }
 }

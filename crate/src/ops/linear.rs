@@ -38,11 +38,13 @@ pub struct LinearBuffers<'a> {
     pub first_col: usize,
 }
 
-/// An RMSNorm folded into a [`Linear`] ([`Linear::with_norm`]): its weight (`[K]` f32) and
-/// epsilon.
-pub struct FoldedNorm<'a> {
-    pub weight: &'a wgpu::Buffer,
-    pub eps: f64,
+/// The operation before a [`Linear`] that its matvec applies as it reads x ([`Linear::folded`]).
+#[derive(Clone, Copy)]
+pub enum Fold<'a> {
+    /// RMSNorm of x (the residual stream): its weight (`[K]` f32) and epsilon.
+    Norm { weight: &'a wgpu::Buffer, eps: f64 },
+    /// SwiGLU: silu(x) * up, x being the gate projection; up: `[M, K]`.
+    Glu { up: &'a wgpu::Buffer },
 }
 
 /// Which kernels run the layer.
@@ -52,8 +54,8 @@ enum Kernels {
     Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Rc<Kernel>> },
     /// CPU-like devices: the barrier-free kernel with 4 token rows per invocation, and with 1.
     Direct { block_4: Rc<Kernel>, block_1: Rc<Kernel> },
-    /// GPUs, an RMSNorm folded in: matvec, normalising x as it reads it.
-    Normed { matvec: Rc<Kernel> },
+    /// GPUs, the operation before the layer folded in: matvec, applying it as it reads x.
+    Folded { matvec: Rc<Kernel> },
 }
 
 /// How a [`Linear`] stores its result.
@@ -83,16 +85,16 @@ impl Linear {
         Self::build(gpu, w, io, store, None)
     }
 
-    /// The layer applied to RMSNorm(x), x being the residual stream: matvec normalises each
-    /// token row as it reads it, so the norm costs no dispatch (nor a pass over memory) of its
-    /// own. Meant for the batches matvec serves (up to [`MATVEC_MAX_ROWS`] token rows; it is
+    /// The layer applied to `fold`(x): matvec applies the operation (an RMSNorm, or SwiGLU) to
+    /// each value as it reads it, so the operation costs no dispatch (nor a pass over memory) of
+    /// its own. Meant for the batches matvec serves (up to [`MATVEC_MAX_ROWS`] token rows; it is
     /// exact for any). `None` where matvec cannot run the layer: CPU-like devices, K not a
     /// multiple of 8.
-    pub fn with_norm(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, norm: FoldedNorm) -> Option<Self> {
-        (!gpu.direct_kernels() && w.cols().is_multiple_of(8)).then(|| Self::build(gpu, w, io, store, Some(norm)))
+    pub fn folded(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, fold: Fold) -> Option<Self> {
+        (!gpu.direct_kernels() && w.cols().is_multiple_of(8)).then(|| Self::build(gpu, w, io, store, Some(fold)))
     }
 
-    fn build(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, norm: Option<FoldedNorm>) -> Self {
+    fn build(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, fold: Option<Fold>) -> Self {
         let accumulate = store == Store::Accumulate;
         let constants = [
             w.dtype_constant(),
@@ -100,8 +102,9 @@ impl Linear {
             ("ACCUMULATE", f64::from(u8::from(accumulate))),
         ];
         let with = |extra: (&'static str, f64)| [constants[0], constants[1], constants[2], extra];
-        let kernels = if norm.is_some() {
-            Kernels::Normed { matvec: gpu.kernel(&MATVEC, &with(("NORM", 1.0))) }
+        let kernels = if let Some(fold) = &fold {
+            let name = if let Fold::Norm { .. } = fold { "NORM" } else { "GLU" };
+            Kernels::Folded { matvec: gpu.kernel(&MATVEC, &with((name, 1.0))) }
         } else if gpu.direct_kernels() {
             let direct = |block_m: f64| {
                 let workgroup = ("WORKGROUP", f64::from(DIRECT_WORKGROUP));
@@ -117,10 +120,13 @@ impl Linear {
                 matvec: w.cols().is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &constants)),
             }
         };
-        // Without a bias (or a folded norm) the shader never reads binding 4 (or 6); x stands in.
+        // Without a bias (or a fold) the shader never reads binding 4 (or 6); x stands in.
         let bias = io.bias.unwrap_or(io.x);
-        let norm_weight = norm.as_ref().map_or(io.x, |n| n.weight);
-        let eps = norm.as_ref().map_or(0.0, |n| n.eps as f32);
+        let (aux, eps) = match fold {
+            Some(Fold::Norm { weight, eps }) => (weight, eps as f32),
+            Some(Fold::Glu { up }) => (up, 0.0),
+            None => (io.x, 0.0),
+        };
         let chunks = w
             .chunks()
             .iter()
@@ -139,9 +145,9 @@ impl Linear {
                 let layout = match &kernels {
                     Kernels::Tiled { matmul_64, .. } => matmul_64,
                     Kernels::Direct { block_4, .. } => block_4,
-                    Kernels::Normed { matvec } => matvec,
+                    Kernels::Folded { matvec } => matvec,
                 };
-                (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, norm_weight]), c.rows)
+                (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]), c.rows)
             })
             .collect();
         Self { kernels, chunks, k: w.cols(), row_bytes: w.row_bytes() as usize, accumulate }
@@ -170,7 +176,7 @@ impl Linear {
                 (block_4, (div_up(rows, 4 * DIRECT_WORKGROUP as usize), m.div_ceil(4), 1))
             }
             Kernels::Tiled { matvec: Some(matvec), .. } if m <= MATVEC_MAX_ROWS => (matvec, matvec_grid(rows)),
-            Kernels::Normed { matvec } => (matvec, matvec_grid(rows)),
+            Kernels::Folded { matvec } => (matvec, matvec_grid(rows)),
             Kernels::Tiled { matmul_64, matmul_32, .. } => {
                 if div_up(rows, 64) * m.div_ceil(64) >= MIN_TILES_64 {
                     (matmul_64, (div_up(rows, 64), m.div_ceil(64), 1))

@@ -13,7 +13,7 @@ pub use attention::{
     ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
     NewKeysValues, kv_copy,
 };
-pub use linear::{FoldedNorm, Linear, LinearBuffers, MATVEC_MAX_ROWS, Store};
+pub use linear::{Fold, Linear, LinearBuffers, MATVEC_MAX_ROWS, Store};
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK};
 pub use synthetic::{fill_synthetic, synthetic_weights};
 
@@ -53,7 +53,7 @@ const ROTARY: &str = include_str!("../../../shaders/rotary.wgsl");
 /// A workgroup-wide maximum or sum, shared by the attention kernels.
 const WORKGROUP_REDUCE: &str = include_str!("../../../shaders/workgroup_reduce.wgsl");
 
-/// linear.wgsl's bindings: tokens, shape, x, w, bias, y, norm.
+/// linear.wgsl's bindings: tokens, shape, x, w, bias, y, aux.
 const LINEAR_BINDINGS: &[Binding] = &[Uniform, Uniform, Read, Read, Read, ReadWrite, Read];
 
 pub const EMBEDDING: KernelSpec =
