@@ -78,6 +78,9 @@ pub struct Linear {
     k: usize,
     row_bytes: usize,
     accumulate: bool,
+    /// Inputs read besides x (the profile's bytes): a folded norm's weight, once; a folded
+    /// SwiGLU's up projection, a row per token row.
+    extra_reads: (usize, usize),
 }
 
 impl Linear {
@@ -150,7 +153,13 @@ impl Linear {
                 (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]), c.rows)
             })
             .collect();
-        Self { kernels, chunks, k: w.cols(), row_bytes: w.row_bytes() as usize, accumulate }
+        let k = w.cols();
+        let extra_reads = match fold {
+            Some(Fold::Norm { .. }) => (k * 4, 0),
+            Some(Fold::Glu { .. }) => (0, k * 4),
+            None => (0, 0),
+        };
+        Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads }
     }
 
     /// Encodes the layer for `m` token rows.
@@ -159,7 +168,8 @@ impl Linear {
         for (group, rows) in &self.chunks {
             let (kernel, grid) = self.pick(m, *rows);
             let y = m_ * rows * 4 * (1 + usize::from(self.accumulate));
-            pass.dispatch(kernel, group, grid, work(rows * self.row_bytes + m_ * k * 4 + y, 2 * m_ * k * rows));
+            let x = m_ * k * 4 + self.extra_reads.0 + m_ * self.extra_reads.1;
+            pass.dispatch(kernel, group, grid, work(rows * self.row_bytes + x + y, 2 * m_ * k * rows));
         }
     }
 
