@@ -417,8 +417,9 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
         run(&gpu, |p| write.encode(p, m as u32));
         assert_close(&read(&gpu, &kcb, rows * kv_dim), &kc, 1e-5, 1e-5, "kv_write keys (RoPE applied)");
         assert_close(&read(&gpu, &vcb, rows * kv_dim), &vc, 0.0, 0.0, "kv_write values");
-        // Both paths on the same batch: one workgroup per (head, token), and split keys.
-        for path in [ops::AttentionPath::Whole, ops::AttentionPath::Split] {
+        // Every path on the same batch: one workgroup per (head, token), split keys, and one
+        // invocation per (head, token).
+        for path in [ops::AttentionPath::Whole, ops::AttentionPath::Split, ops::AttentionPath::Direct] {
             let keys = ops::AttendedKeys { longest: a_len as u32, pairs: 0, rows: 0 };
             run(&gpu, |p| attn.encode_path(p, m as u32, keys, path));
             let what = format!("attention {path:?} {heads}:{kv_heads}x{d}");

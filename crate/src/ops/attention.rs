@@ -3,7 +3,9 @@
 
 use std::rc::Rc;
 
-use super::{ATTENTION, ATTENTION_COMBINE, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass, div_up, uniform, work};
+use super::{
+    ATTENTION, ATTENTION_COMBINE, ATTENTION_DIRECT, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass, div_up, uniform, work,
+};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Kernel};
 
@@ -75,6 +77,10 @@ pub const ATTENTION_CHUNK: usize = 64;
 /// Longest head the attention kernels hold in workgroup memory.
 const MAX_HEAD_DIM: usize = 256;
 
+/// Query heads per workgroup of the barrier-free attention (attention_direct.wgsl's
+/// `WORKGROUP`): one CPU SIMD width of 8 lanes (AVX2 f32).
+const DIRECT_HEADS: usize = 8;
+
 /// Batches of at most this many tokens (decode) take the split attention.
 const SPLIT_MAX_TOKENS: u32 = 8;
 
@@ -124,19 +130,19 @@ pub struct AttentionBuffers<'a> {
     pub inv_freq: &'a wgpu::Buffer,
 }
 
-/// Causal GQA attention over the cache. Prefill: one workgroup per (head, token) walks the
-/// token's keys. Decode (M <= 8) on GPUs: the keys are split in chunks of [`ATTENTION_CHUNK`],
-/// one workgroup per (head, token, chunk), then merged, so a step's cost barely grows with the
-/// context.
+/// Causal GQA attention over the cache. GPUs: in prefill one workgroup per (head, token) walks
+/// the token's keys; in decode (M <= 8) the keys are split in chunks of [`ATTENTION_CHUNK`], one
+/// workgroup per (head, token, chunk), then merged, so a step's cost barely grows with the
+/// context. CPU-like devices ([`Gpu::direct_kernels`]): one invocation per (head, token), no
+/// barriers (theirs are expensive, and a few threads gain nothing from more workgroups).
 pub struct Attention {
     whole: (Rc<Kernel>, wgpu::BindGroup),
     split: (Rc<Kernel>, wgpu::BindGroup),
     combine: (Rc<Kernel>, wgpu::BindGroup),
+    direct: (Rc<Kernel>, wgpu::BindGroup),
     heads: u32,
     dims: AttentionDims,
-    /// CPU-like devices ([`Gpu::direct_kernels`]) never split: their barriers are expensive
-    /// and a few threads gain nothing from more workgroups.
-    split_decode: bool,
+    cpu_like: bool,
 }
 
 impl Attention {
@@ -158,13 +164,16 @@ impl Attention {
             _pad2: 0,
         };
         let shape = gpu.uniform("attention", &shape);
-        let with = |spec, buffers: &[&wgpu::Buffer]| {
-            let kernel = gpu.kernel(spec, &[]);
+        let with_constants = |spec, constants: &[(&'static str, f64)], buffers: &[&wgpu::Buffer]| {
+            let kernel = gpu.kernel(spec, constants);
             let group = gpu.bind(&kernel, buffers);
             (kernel, group)
         };
+        let with = |spec, buffers: &[&wgpu::Buffer]| with_constants(spec, &[], buffers);
+        let whole = [&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.out, io.inv_freq];
         Ok(Self {
-            whole: with(&ATTENTION, &[&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.out, io.inv_freq]),
+            whole: with(&ATTENTION, &whole),
+            direct: with_constants(&ATTENTION_DIRECT, &[("WORKGROUP", DIRECT_HEADS as f64)], &whole),
             split: with(
                 &ATTENTION_SPLIT,
                 &[&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.partial, io.inv_freq],
@@ -172,19 +181,22 @@ impl Attention {
             combine: with(&ATTENTION_COMBINE, &[&shape, io.token_meta, io.partial, io.out]),
             heads: dims.heads as u32,
             dims,
-            split_decode: !gpu.direct_kernels(),
+            cpu_like: gpu.direct_kernels(),
         })
     }
 
     /// Encodes attention for `m` tokens attending to `keys`.
     pub fn encode(&self, pass: &mut Pass, m: u32, keys: AttendedKeys) {
-        let split = self.split_decode && m <= SPLIT_MAX_TOKENS;
-        let path = if split { AttentionPath::Split } else { AttentionPath::Whole };
+        let path = match self.cpu_like {
+            true => AttentionPath::Direct,
+            false if m <= SPLIT_MAX_TOKENS => AttentionPath::Split,
+            false => AttentionPath::Whole,
+        };
         self.encode_path(pass, m, keys, path);
     }
 
-    /// [`Attention::encode`] by the given path (either is exact for any batch; split only for
-    /// m <= 8, which its scratch buffer holds).
+    /// [`Attention::encode`] by the given path (each is exact for any batch on any device;
+    /// split only for m <= 8, which its scratch buffer holds).
     pub fn encode_path(&self, pass: &mut Pass, m: u32, keys: AttendedKeys, path: AttentionPath) {
         let d = &self.dims;
         let queries = m as usize * d.heads * d.head_dim;
@@ -199,6 +211,10 @@ impl Attention {
                 let combine = work(4 * (partial + queries), 2 * partial);
                 pass.dispatch(&self.combine.0, &self.combine.1, (self.heads, m, 1), combine);
             }
+            AttentionPath::Direct => {
+                let grid = (div_up(d.heads, DIRECT_HEADS), m, 1);
+                pass.dispatch(&self.direct.0, &self.direct.1, grid, work(4 * (2 * queries + cache), scores))
+            }
             _ => {
                 pass.dispatch(&self.whole.0, &self.whole.1, (self.heads, m, 1), work(4 * (2 * queries + cache), scores))
             }
@@ -207,11 +223,12 @@ impl Attention {
 }
 
 /// How [`Attention`] runs: one workgroup walks all keys of a (head, token), or the keys are
-/// split across workgroups and merged (decode).
+/// split across workgroups and merged (decode), or one invocation walks them (CPU-like devices).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionPath {
     Whole,
     Split,
+    Direct,
 }
 
 /// Copies `rows` cache rows from row `src` to row `dst` in one layer's keys and values

@@ -71,6 +71,8 @@ pub const ATTENTION_SPLIT: KernelSpec = spec!(
     prelude: [ROTARY, WORKGROUP_REDUCE],
     &[Uniform, Read, Read, Read, Read, ReadWrite, Read]
 );
+pub const ATTENTION_DIRECT: KernelSpec =
+    spec!("attention_direct", prelude: [ROTARY], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
 pub const ATTENTION_COMBINE: KernelSpec = spec!("attention_combine", prelude: [], &[Uniform, Read, Read, ReadWrite]);
 pub const SILU_MUL: KernelSpec = spec!("silu_mul", prelude: [], &[Uniform, ReadWrite, Read]);
 pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", prelude: [], &[Uniform, Read, Read, ReadWrite]);

@@ -1,0 +1,97 @@
+// Causal GQA attention for CPU-like devices (lavapipe, SwiftShader), prefill and decode alike:
+// one invocation per (token, query head) walks the token's keys with an online softmax, straight
+// from memory. No workgroup memory and no barriers: a CPU runs a workgroup's invocations as the
+// SIMD lanes of one thread, where a barrier costs a pass over every lane and its caches already
+// keep the token's keys close. A workgroup is WORKGROUP query heads of one token, so its lanes
+// share the token's length (no divergence) and, within a GQA group, its key and value rows.
+// Keys and values are read 16 bytes at a time (a CPU counts loads, not bytes). RoPE is applied
+// to the query as it is read (rotary.wgsl); the cached keys have it already.
+struct Shape {
+    heads: u32,      // query heads
+    kv_heads: u32,
+    head_dim: u32,   // D <= 256
+    _splits: u32,    // (the split decode attention's)
+    q_stride: u32,   // row stride of q (the queries are its first heads x D columns)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+@group(0) @binding(0) var<uniform> shape: Shape;
+@group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;     // [M]: (cache row base, position)
+@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride], before RoPE
+@group(0) @binding(3) var<storage, read> k_cache: array<vec4<f32>>;  // [rows, kv_heads * D]
+@group(0) @binding(4) var<storage, read> v_cache: array<vec4<f32>>;  // [rows, kv_heads * D]
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [M, heads * D]
+@group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
+
+override WORKGROUP: u32 = 8u;  // query heads per workgroup (set by the Rust side)
+const MAX_QUADS: u32 = 64u;    // D / 4 rounded up, for D <= 256
+
+// Values at .. at + 3 of the key (value) cache: one 16-byte load where D is a multiple of 4 (so
+// is every row and head offset), else value by value. A head's last quad may reach past D: the
+// query's padding is zero there, and those output values are never written.
+fn key_quad(at: u32) -> vec4<f32> {
+    if shape.head_dim % 4u == 0u {
+        return k_cache[at / 4u];
+    }
+    return vec4<f32>(k_cache[at / 4u][at % 4u], k_cache[(at + 1u) / 4u][(at + 1u) % 4u],
+        k_cache[(at + 2u) / 4u][(at + 2u) % 4u], k_cache[(at + 3u) / 4u][(at + 3u) % 4u]);
+}
+fn value_quad(at: u32) -> vec4<f32> {
+    if shape.head_dim % 4u == 0u {
+        return v_cache[at / 4u];
+    }
+    return vec4<f32>(v_cache[at / 4u][at % 4u], v_cache[(at + 1u) / 4u][(at + 1u) % 4u],
+        v_cache[(at + 2u) / 4u][(at + 2u) % 4u], v_cache[(at + 3u) / 4u][(at + 3u) % 4u]);
+}
+
+// Workgroup (a block of WORKGROUP heads, token); invocation: one head.
+@compute @workgroup_size(WORKGROUP)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let h = wg.x * WORKGROUP + lane;
+    let t = wg.y;
+    if h >= shape.heads {
+        return;
+    }
+    let d = shape.head_dim;
+    let quads = (d + 3u) / 4u;
+    let kv_width = shape.kv_heads * d;
+    let kv_off = (h / (shape.heads / shape.kv_heads)) * d;
+    let base = token_meta[t].x;
+    let pos = token_meta[t].y;
+    let q0 = t * shape.q_stride + h * d;
+    let scale = inverseSqrt(f32(d));
+    var query: array<vec4<f32>, MAX_QUADS>;  // pre-scaled by 1 / sqrt(D); zero past D
+    for (var i = 0u; i < 4u * quads; i++) {
+        var v = 0.0;
+        if i < d {
+            v = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
+        }
+        query[i / 4u][i % 4u] = v;
+    }
+    var acc: array<vec4<f32>, MAX_QUADS>;
+    for (var c = 0u; c < quads; c++) {
+        acc[c] = vec4<f32>(0.0);
+    }
+    var run_max = -3.4e38;
+    var run_sum = 0.0;
+    for (var j = 0u; j <= pos; j++) {
+        let row = (base + j) * kv_width + kv_off;
+        var s = 0.0;
+        for (var c = 0u; c < quads; c++) {
+            s += dot(query[c], key_quad(row + 4u * c));
+        }
+        let new_max = max(run_max, s);
+        let rescale = exp(run_max - new_max);
+        let p = exp(s - new_max);
+        run_sum = run_sum * rescale + p;
+        run_max = new_max;
+        for (var c = 0u; c < quads; c++) {
+            acc[c] = acc[c] * rescale + p * value_quad(row + 4u * c);
+        }
+    }
+    let o = (t * shape.heads + h) * d;
+    for (var i = 0u; i < d; i++) {
+        out[o + i] = acc[i / 4u][i % 4u] / run_sum;
+    }
+}
