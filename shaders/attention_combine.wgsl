@@ -1,17 +1,6 @@
 // Decode attention, second pass: merges the chunks written by attention_split.wgsl. With m_s,
 // l_s and o_s the maximum score, sum of exp(score - m_s) and unnormalised output of chunk s,
 // and m the largest m_s: out = sum_s exp(m_s - m) o_s / sum_s exp(m_s - m) l_s.
-struct Shape {
-    heads: u32,      // query heads
-    kv_heads: u32,
-    head_dim: u32,   // D
-    splits: u32,     // chunks per (token, head) that `partial` has room for
-    _q_stride: u32,  // (read by the first pass)
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-@group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> partial: array<f32>;        // [M, heads, splits, D + 2]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;      // [M, heads * D]

@@ -6,17 +6,6 @@
 // share the token's length (no divergence) and, within a GQA group, its key and value rows.
 // Keys and values are read 16 bytes at a time (a CPU counts loads, not bytes). RoPE is applied
 // to the query as it is read (rotary.wgsl); the cached keys have it already.
-struct Shape {
-    heads: u32,      // query heads
-    kv_heads: u32,
-    head_dim: u32,   // D <= 256
-    _splits: u32,    // (the split decode attention's)
-    q_stride: u32,   // row stride of q (the queries are its first heads x D columns)
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-@group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;     // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride], before RoPE
 @group(0) @binding(3) var<storage, read> k_cache: array<vec4<f32>>;  // [rows, kv_heads * D]

@@ -2,17 +2,6 @@
 // CHUNK, one workgroup each, so a long context spreads over many workgroups instead of making
 // one workgroup walk it all. Each writes its chunk's softmax statistics and unnormalised output;
 // attention_combine.wgsl merges the chunks. Causal GQA as in attention.wgsl.
-struct Shape {
-    heads: u32,      // query heads
-    kv_heads: u32,
-    head_dim: u32,   // D <= 256
-    splits: u32,     // chunks per (token, head) that `partial` has room for
-    q_stride: u32,   // row stride of q (the queries are its first heads x D columns)
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-@group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride], before RoPE
 @group(0) @binding(3) var<storage, read> k_cache: array<f32>;        // [rows, kv_heads * D]

@@ -9,7 +9,11 @@ struct Shape {
 @group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;          // [M]
 @group(0) @binding(2) var<storage, read> w: array<u32>;            // [rows, hidden] packed
-fn weight_word(i: u32) -> u32 { return w[i]; }  // for weight_pairs.wgsl
+
+// Word i of w, for weight_pairs.wgsl.
+fn weight_word(i: u32) -> u32 {
+    return w[i];
+}
 @group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>; // [M, hidden / 2]
 
 // One thread per (token, value pair); the grid's y is exactly M.

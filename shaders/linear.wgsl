@@ -1,8 +1,8 @@
 // The interface every linear-layer kernel shares (matmul, matvec, linear_direct), prepended to
 // each: y[m, n_offset + n] (+)= x[m, :] . w[n, :] + bias[row_start + n], where w is one row
 // chunk of a HF Linear weight ([out, in], packed; see packed.wgsl), starting at its row
-// row_start (n_offset exceeds it where several layers fill one output side by side). Each kernel declares
-// binding 2, x: [M, K] row-major, and binding 3, w: [N, K] packed, each typed as it reads them.
+// row_start (n_offset exceeds it where several layers fill one output side by side). x and w
+// are read 16 bytes at a time where rows allow it, else through x_value and weight_word.
 struct Shape {
     k: u32,          // K, even
     n: u32,          // rows of w in this chunk
@@ -26,6 +26,8 @@ override GLU: bool = false;
 
 @group(0) @binding(0) var<uniform> tokens: Tokens;
 @group(0) @binding(1) var<uniform> shape: Shape;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [M, K] row-major
+@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed
 @group(0) @binding(4) var<storage, read> bias: array<f32>;         // [rows of the layer] (read with HAS_BIAS)
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
 @group(0) @binding(6) var<storage, read> aux: array<vec4<f32>>;    // NORM: [K]; GLU: [M, K]
@@ -46,4 +48,13 @@ fn store(m: u32, n: u32, dot_product: f32) {
         v += y[at];
     }
     y[at] = v;
+}
+
+// Value i of x and word i of w (weight_pairs.wgsl reads through it): the buffers are whole
+// vec4s (`Gpu::storage`), so their rows need not be.
+fn x_value(i: u32) -> f32 {
+    return x[i / 4u][i % 4u];
+}
+fn weight_word(i: u32) -> u32 {
+    return w[i / 4u][i % 4u];
 }

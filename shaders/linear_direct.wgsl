@@ -5,18 +5,6 @@
 // A CPU also makes each lane's load of a storage buffer a load of its own, bounds-checked, so the
 // count of loads sets the pace more than their bytes: weights and x are read 16 bytes at a time
 // wherever rows allow it (16-bit rows with K a multiple of 8; quantized rows' x).
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [M, K], 16 bytes a load
-@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed, 16 bytes a load
-
-// Word i of the packed matrix (weight_pairs.wgsl reads through it), and value i of x: the
-// buffers are whole vec4s (`Gpu::storage`), so rows need not be.
-fn weight_word(i: u32) -> u32 {
-    return w[i / 4u][i % 4u];
-}
-fn x_value(i: u32) -> f32 {
-    return x[i / 4u][i % 4u];
-}
-
 // Token rows per invocation: 4 for prefill; 1 for single-sequence decode, where a block of 4
 // would compute the one token four times over.
 override BLOCK_M: u32 = 4u;
@@ -56,9 +44,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// The eight values of a 16-byte load of a 16-bit row.
-fn sixteen_bit_eight(v: vec4<u32>) -> array<vec4<f32>, 2> {
-    return array(vec4<f32>(unpack_word(v.x), unpack_word(v.y)), vec4<f32>(unpack_word(v.z), unpack_word(v.w)));
+// Token row values lo (4) and hi (the next 4) times 8 values of each of four weight rows.
+fn four_rows(lo: vec4<f32>, hi: vec4<f32>, w0: array<vec4<f32>, 2>, w1: array<vec4<f32>, 2>,
+    w2: array<vec4<f32>, 2>, w3: array<vec4<f32>, 2>) -> vec4<f32> {
+    return vec4<f32>(
+        dot(lo, w0[0]) + dot(hi, w0[1]),
+        dot(lo, w1[0]) + dot(hi, w1[1]),
+        dot(lo, w2[0]) + dot(hi, w2[1]),
+        dot(lo, w3[0]) + dot(hi, w3[1]),
+    );
 }
 
 // 16-bit rows with K a multiple of 8 (16-byte aligned rows): 8 values of each weight row and of
@@ -66,20 +60,13 @@ fn sixteen_bit_eight(v: vec4<u32>) -> array<vec4<f32>, 2> {
 fn wide_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4> {
     var acc: array<vec4<f32>, 4>;
     for (var q = 0u; q < shape.k / 8u; q++) {
-        let w0 = sixteen_bit_eight(w[wrow[0] / 4u + q]);
-        let w1 = sixteen_bit_eight(w[wrow[1] / 4u + q]);
-        let w2 = sixteen_bit_eight(w[wrow[2] / 4u + q]);
-        let w3 = sixteen_bit_eight(w[wrow[3] / 4u + q]);
+        let w0 = unpack_eight(w[wrow[0] / 4u + q]);
+        let w1 = unpack_eight(w[wrow[1] / 4u + q]);
+        let w2 = unpack_eight(w[wrow[2] / 4u + q]);
+        let w3 = unpack_eight(w[wrow[3] / 4u + q]);
         for (var i = 0u; i < BLOCK_M; i++) {
             let at = (xrow[i] + 8u * q) / 4u;
-            let lo = x[at];
-            let hi = x[at + 1u];
-            acc[i] += vec4<f32>(
-                dot(lo, w0[0]) + dot(hi, w0[1]),
-                dot(lo, w1[0]) + dot(hi, w1[1]),
-                dot(lo, w2[0]) + dot(hi, w2[1]),
-                dot(lo, w3[0]) + dot(hi, w3[1]),
-            );
+            acc[i] += four_rows(x[at], x[at + 1u], w0, w1, w2, w3);
         }
     }
     return acc;
@@ -198,12 +185,7 @@ fn quantized_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4
                 let at = (xrow[i] + v) / 4u;  // K is whole blocks of 32: 16-byte aligned
                 let lo = x[at];
                 let hi = x[at + 1u];
-                acc[i] += vec4<f32>(
-                    dot(lo, w0[0]) + dot(hi, w0[1]),
-                    dot(lo, w1[0]) + dot(hi, w1[1]),
-                    dot(lo, w2[0]) + dot(hi, w2[1]),
-                    dot(lo, w3[0]) + dot(hi, w3[1]),
-                ) * scale;
+                acc[i] += four_rows(lo, hi, w0, w1, w2, w3) * scale;
                 if DTYPE == 6u {
                     acc[i] -= second * dot(lo + hi, vec4<f32>(1.0));
                 }

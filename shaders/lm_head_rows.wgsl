@@ -11,7 +11,11 @@ struct Shape {
 @group(0) @binding(1) var<storage, read> ids: array<u32>;           // [k]
 @group(0) @binding(2) var<storage, read> x: array<vec2<f32>>;       // [R, hidden / 2]
 @group(0) @binding(3) var<storage, read> w: array<u32>;             // [chunk_rows, hidden] packed
-fn weight_word(i: u32) -> u32 { return w[i]; }  // for weight_pairs.wgsl
+
+// Word i of w, for weight_pairs.wgsl.
+fn weight_word(i: u32) -> u32 {
+    return w[i];
+}
 @group(0) @binding(4) var<storage, read_write> logits: array<f32>;  // [R, k]
 
 const WG: u32 = 64u;

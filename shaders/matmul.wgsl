@@ -4,18 +4,6 @@
 // 4 x 4 block of results in four named vec4 accumulators. (An indexed local array here was left
 // in slow local memory by a real GPU's compiler: 18x slower.) TILE = 32 gives four times more
 // workgroups than 64 and serves small batches, where 64 would leave most of a GPU idle.
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [M, K], 16 bytes a load
-@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed, 16 bytes a load
-
-// Word i of the packed matrix (weight_pairs.wgsl reads through it), and value i of x: the
-// buffers are whole vec4s (`Gpu::storage`), so rows need not be.
-fn weight_word(i: u32) -> u32 {
-    return w[i / 4u][i % 4u];
-}
-fn x_value(i: u32) -> f32 {
-    return x[i / 4u][i % 4u];
-}
-
 override TILE: u32 = 64u;        // 32 or 64
 const BK: u32 = 16u;             // K per step
 const ROW: u32 = 5u;             // vec4s per tile row: BK / 4 + 1 of padding against bank conflicts
@@ -54,8 +42,7 @@ fn w_eight(n: u32, k: u32) -> array<vec4<f32>, 2> {
     }
     let base = n * row_words(shape.k);
     if DTYPE < 2u && shape.k % 8u == 0u {
-        let v = w[base / 4u + k / 8u];
-        return array(vec4<f32>(unpack_word(v.x), unpack_word(v.y)), vec4<f32>(unpack_word(v.z), unpack_word(v.w)));
+        return unpack_eight(w[base / 4u + k / 8u]);
     }
     let p = k / 2u;
     return array(

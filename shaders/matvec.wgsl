@@ -15,9 +15,6 @@
 // 1 / rms scales its finished dot products. With GLU (SwiGLU folded in) each workgroup applies
 // the activation to the values it reads: a few thousand exp per workgroup, cheaper on a GPU than
 // a dispatch and a pass over memory of its own.
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [M, K / 4]
-@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed, 16 bytes a load
-
 const LANES: u32 = 32u;     // threads per weight row
 const ROWS: u32 = 8u;       // weight rows per workgroup
 var<workgroup> partial_lo: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 0..3
@@ -85,9 +82,8 @@ fn row_dot(b: u32, i: u32, wv: vec4<u32>, high: u32) -> f32 {
                 + dot(unpack_q5_lo(wv.w, h3), xs(b, j + 6u)) + dot(unpack_q5_hi(wv.w, h3), xs(b, j + 7u));
         }
         default: {
-            let lo = vec4<f32>(unpack_word(wv.x), unpack_word(wv.y));
-            let hi = vec4<f32>(unpack_word(wv.z), unpack_word(wv.w));
-            return dot(lo, xs(b, 2u * i)) + dot(hi, xs(b, 2u * i + 1u));
+            let values = unpack_eight(wv);
+            return dot(values[0], xs(b, 2u * i)) + dot(values[1], xs(b, 2u * i + 1u));
         }
     }
 }

@@ -21,6 +21,11 @@ fn unpack_word(word: u32) -> vec2<f32> {
     return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
 }
 
+// The eight 16-bit values of a 16-byte load (DTYPE 0 or 1), in order.
+fn unpack_eight(v: vec4<u32>) -> array<vec4<f32>, 2> {
+    return array(vec4<f32>(unpack_word(v.x), unpack_word(v.y)), vec4<f32>(unpack_word(v.z), unpack_word(v.w)));
+}
+
 // The four signed bytes of a Q8_0 word, in value order.
 fn unpack_q8(word: u32) -> vec4<f32> {
     let bytes = bitcast<vec4<i32>>(vec4<u32>(word << 24u, word << 16u, word << 8u, word));

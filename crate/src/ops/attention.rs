@@ -14,7 +14,7 @@ uniform!(
     KvWriteShape { kv_dim: u32, head_dim: u32, stride: u32, k_col: u32 }
 );
 uniform!(
-    /// The `Shape` of attention.wgsl, attention_split.wgsl and attention_combine.wgsl.
+    /// attention_shape.wgsl's `Shape`, read by every attention kernel.
     AttentionShape {
         heads: u32,
         kv_heads: u32,

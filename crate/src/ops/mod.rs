@@ -50,6 +50,9 @@ pub(crate) use uniform;
 /// RoPE applied as a kernel reads keys or queries.
 const ROTARY: &str = include_str!("../../../shaders/rotary.wgsl");
 
+/// The uniform `Shape` every attention kernel reads (`AttentionShape`).
+const ATTENTION_SHAPE: &str = include_str!("../../../shaders/attention_shape.wgsl");
+
 /// A workgroup-wide maximum or sum, shared by the attention kernels.
 const WORKGROUP_REDUCE: &str = include_str!("../../../shaders/workgroup_reduce.wgsl");
 
@@ -64,16 +67,16 @@ pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR
 pub const LINEAR_DIRECT: KernelSpec = spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
 pub const KV_WRITE: KernelSpec =
     spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, ReadWrite, ReadWrite, Read]);
-pub const ATTENTION: KernelSpec =
-    spec!("attention", prelude: [ROTARY, WORKGROUP_REDUCE], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
+pub const ATTENTION: KernelSpec = spec!("attention", prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
 pub const ATTENTION_SPLIT: KernelSpec = spec!(
     "attention_split",
-    prelude: [ROTARY, WORKGROUP_REDUCE],
+    prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE],
     &[Uniform, Read, Read, Read, Read, ReadWrite, Read]
 );
 pub const ATTENTION_DIRECT: KernelSpec =
-    spec!("attention_direct", prelude: [ROTARY], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
-pub const ATTENTION_COMBINE: KernelSpec = spec!("attention_combine", prelude: [], &[Uniform, Read, Read, ReadWrite]);
+    spec!("attention_direct", prelude: [ATTENTION_SHAPE, ROTARY], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
+pub const ATTENTION_COMBINE: KernelSpec =
+    spec!("attention_combine", prelude: [ATTENTION_SHAPE], &[Uniform, Read, Read, ReadWrite]);
 pub const SILU_MUL: KernelSpec = spec!("silu_mul", prelude: [], &[Uniform, ReadWrite, Read]);
 pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", prelude: [], &[Uniform, Read, Read, ReadWrite]);
 pub const TOP_K: KernelSpec = spec!("top_k", prelude: [], &[Uniform, Uniform, Read, ReadWrite]);
