@@ -5,7 +5,7 @@
 @group(0) @binding(2) var<storage, read> partial: array<f32>;        // [M, heads, splits, D + 2]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;      // [M, heads * D]
 
-const CHUNK: u32 = 64u;  // as in attention_split.wgsl
+override CHUNK: u32;  // keys per chunk of attention_split.wgsl (set by the Rust side)
 
 // Workgroup (head, token); every thread reads the statistics, then writes its dimensions.
 @compute @workgroup_size(64)

@@ -13,7 +13,7 @@
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [M, heads * D]
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
-override WORKGROUP: u32 = 8u;  // query heads per workgroup (set by the Rust side)
+override WORKGROUP: u32;  // query heads per workgroup (set by the Rust side)
 const MAX_QUADS: u32 = 64u;    // D / 4 rounded up, for D <= 256
 
 // Values at .. at + 3 of the key (value) cache: one 16-byte load where D is a multiple of 4 (so

@@ -17,7 +17,9 @@ fn weight_word(i: u32) -> u32 {
 @group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>; // [M, hidden / 2]
 
 // One thread per (token, value pair); the grid's y is exactly M.
-@compute @workgroup_size(64)
+// Threads per workgroup, set by the Rust side (whose grid arithmetic reads the same constant).
+override WORKGROUP: u32;
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let pairs = shape.cols / 2u;
     let t = gid.y;

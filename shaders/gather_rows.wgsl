@@ -12,7 +12,9 @@ struct Shape {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;    // [R, hidden]
 
 // One thread per (row, column); the grid's y is exactly R.
-@compute @workgroup_size(64)
+// Threads per workgroup, set by the Rust side (whose grid arithmetic reads the same constant).
+override WORKGROUP: u32;
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let r = gid.y;
     let c = gid.x;

@@ -12,7 +12,9 @@ struct Shape {
 @group(0) @binding(2) var<storage, read_write> v_cache: array<f32>;  // [slots * capacity, kv_dim]
 
 // One thread per (row, column).
-@compute @workgroup_size(64)
+// Threads per workgroup, set by the Rust side (whose grid arithmetic reads the same constant).
+override WORKGROUP: u32;
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if gid.x >= shape.kv_dim || gid.y >= shape.rows {
         return;

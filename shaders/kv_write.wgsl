@@ -14,7 +14,9 @@ struct Shape {
 @group(0) @binding(5) var<storage, read> inv_freq: array<f32>;       // [D / 2]
 
 // One thread per (token, column); the grid's y is exactly M.
-@compute @workgroup_size(64)
+// Threads per workgroup, set by the Rust side (whose grid arithmetic reads the same constant).
+override WORKGROUP: u32;
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let t = gid.y;
     let c = gid.x;

@@ -10,7 +10,7 @@
 override BLOCK_M: u32 = 4u;
 // Invocations per workgroup (set by the Rust side, whose grid arithmetic reads the same
 // constant). Small, so that a layer of few rows still spreads over every CPU thread.
-override WORKGROUP: u32 = 16u;
+override WORKGROUP: u32;
 
 // gid.x: a block of 4 weight rows; gid.y: a block of BLOCK_M token rows.
 @compute @workgroup_size(WORKGROUP)

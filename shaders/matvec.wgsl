@@ -16,7 +16,7 @@
 // the activation to the values it reads: a few thousand exp per workgroup, cheaper on a GPU than
 // a dispatch and a pass over memory of its own.
 const LANES: u32 = 32u;     // threads per weight row
-const ROWS: u32 = 8u;       // weight rows per workgroup
+override ROWS: u32;         // weight rows per workgroup (set by the Rust side: 8, see inverse_rms)
 var<workgroup> partial_lo: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 0..3
 var<workgroup> partial_hi: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 4..7
 
@@ -160,7 +160,7 @@ fn load_dot(b: u32, i: u32, wv: vec4<u32>, bits: vec2<u32>, sm: vec2<f32>) -> f3
     return t;
 }
 
-@compute @workgroup_size(32, 8)
+@compute @workgroup_size(LANES, ROWS)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,

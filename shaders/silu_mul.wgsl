@@ -10,7 +10,9 @@ struct Shape {
 @group(0) @binding(2) var<storage, read> up: array<f32>;          // [M, intermediate]
 
 // One thread per (token, column); the grid's y is exactly M.
-@compute @workgroup_size(256)
+// Threads per workgroup, set by the Rust side (whose grid arithmetic reads the same constant).
+override WORKGROUP: u32;
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if gid.x >= shape.cols {
         return;

@@ -28,9 +28,11 @@ fn bf16_bits(i: u32) -> u32 {
     return (bits + 0x7fffu + ((bits >> 16u) & 1u)) >> 16u;
 }
 
-@compute @workgroup_size(256)
+// Threads per workgroup, set by the Rust side (whose grid arithmetic reads the same constant).
+override WORKGROUP: u32;
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let p = gid.x + gid.y * groups.x * 256u;
+    let p = gid.x + gid.y * groups.x * WORKGROUP;
     if p >= shape.pairs {
         return;
     }

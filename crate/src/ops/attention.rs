@@ -5,6 +5,7 @@ use std::rc::Rc;
 
 use super::{
     ATTENTION, ATTENTION_COMBINE, ATTENTION_DIRECT, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass, div_up, uniform, work,
+    workgroup,
 };
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Kernel};
@@ -39,6 +40,9 @@ pub struct NewKeysValues<'a> {
     pub k_col: usize,
 }
 
+/// Threads per workgroup of kv_write and kv_copy, a cache value each.
+const KV_WORKGROUP: u32 = 64;
+
 /// Appends keys (RoPE applied on the way) and values to the cache — new: [`NewKeysValues`];
 /// caches: [rows, kv_dim]; inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
 pub struct KvWrite {
@@ -57,7 +61,7 @@ impl KvWrite {
         cache: (&wgpu::Buffer, &wgpu::Buffer),
         (kv_dim, head_dim): (usize, usize),
     ) -> Self {
-        let kernel = gpu.kernel(&KV_WRITE, &[]);
+        let kernel = gpu.kernel(&KV_WRITE, &[workgroup(KV_WORKGROUP)]);
         let (stride, k_col) = (new.stride as u32, new.k_col as u32);
         let shape = KvWriteShape { kv_dim: kv_dim as u32, head_dim: head_dim as u32, stride, k_col };
         let shape = gpu.uniform("kv_write", &shape);
@@ -67,11 +71,17 @@ impl KvWrite {
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         let values = m as usize * self.kv_dim;
-        pass.dispatch(&self.kernel, &self.group, (div_up(self.kv_dim, 64), m, 1), work(values * 20, values * 3));
+        pass.dispatch(
+            &self.kernel,
+            &self.group,
+            (div_up(self.kv_dim, KV_WORKGROUP as usize), m, 1),
+            work(values * 20, values * 3),
+        );
     }
 }
 
-/// Keys per workgroup of the split decode attention (attention_split.wgsl's CHUNK).
+/// Keys per workgroup of the split decode attention: attention_split.wgsl's CHUNK, one key per
+/// thread, so it equals workgroup_reduce.wgsl's WG there; attention_combine.wgsl is given it.
 pub const ATTENTION_CHUNK: usize = 64;
 
 /// Longest head the attention kernels hold in workgroup memory.
@@ -173,12 +183,16 @@ impl Attention {
         let whole = [&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.out, io.inv_freq];
         Ok(Self {
             whole: with(&ATTENTION, &whole),
-            direct: with_constants(&ATTENTION_DIRECT, &[("WORKGROUP", DIRECT_HEADS as f64)], &whole),
+            direct: with_constants(&ATTENTION_DIRECT, &[workgroup(DIRECT_HEADS as u32)], &whole),
             split: with(
                 &ATTENTION_SPLIT,
                 &[&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.partial, io.inv_freq],
             ),
-            combine: with(&ATTENTION_COMBINE, &[&shape, io.token_meta, io.partial, io.out]),
+            combine: with_constants(
+                &ATTENTION_COMBINE,
+                &[("CHUNK", ATTENTION_CHUNK as f64)],
+                &[&shape, io.token_meta, io.partial, io.out],
+            ),
             heads: dims.heads as u32,
             dims,
             cpu_like: gpu.direct_kernels(),
@@ -234,8 +248,8 @@ pub enum AttentionPath {
 /// Copies `rows` cache rows from row `src` to row `dst` in one layer's keys and values
 /// (a rare, per-batch operation, so its bind group is made on the spot).
 pub fn kv_copy(gpu: &Gpu, pass: &mut Pass, cache: (&wgpu::Buffer, &wgpu::Buffer), shape: KvCopyShape) {
-    let kernel = gpu.kernel(&KV_COPY, &[]);
+    let kernel = gpu.kernel(&KV_COPY, &[workgroup(KV_WORKGROUP)]);
     let group = gpu.bind(&kernel, &[&gpu.uniform("kv_copy", &shape), cache.0, cache.1]);
     let values = (shape.rows * shape.kv_dim) as usize;
-    pass.dispatch(&kernel, &group, (shape.kv_dim.div_ceil(64), shape.rows, 1), work(values * 16, 0));
+    pass.dispatch(&kernel, &group, (shape.kv_dim.div_ceil(KV_WORKGROUP), shape.rows, 1), work(values * 16, 0));
 }

@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use super::{LINEAR_DIRECT, MATMUL, MATVEC, Pass, div_up, grid_2d, uniform, work};
+use super::{LINEAR_DIRECT, MATMUL, MATVEC, Pass, div_up, grid_2d, uniform, work, workgroup};
 use crate::gpu::{Gpu, Kernel, PackedMatrix};
 
 uniform!(
@@ -21,6 +21,10 @@ pub const MATVEC_MAX_ROWS: u32 = 32;
 /// workgroups for every CPU thread (lavapipe, 2 threads: 224 invocations in 4 workgroups of 64
 /// left the down projection 12% slower than in 14 of 16).
 const DIRECT_WORKGROUP: u32 = 16;
+
+/// Weight rows per workgroup of matvec (its `ROWS`): 8, as many as a block of token rows, since
+/// a folded norm sums token row r in the workgroup's thread row r.
+const MATVEC_ROWS: u32 = 8;
 
 /// Below this many 64 x 64 tiles a matmul runs in 32 x 32 tiles (four times as many
 /// workgroups): a large GPU has over 100 compute units, each wanting a few workgroups.
@@ -105,13 +109,14 @@ impl Linear {
             ("ACCUMULATE", f64::from(u8::from(accumulate))),
         ];
         let with = |extra: (&'static str, f64)| [constants[0], constants[1], constants[2], extra];
+        let matvec_rows = ("ROWS", f64::from(MATVEC_ROWS));
         let kernels = if let Some(fold) = &fold {
             let name = if let Fold::Norm { .. } = fold { "NORM" } else { "GLU" };
-            Kernels::Folded { matvec: gpu.kernel(&MATVEC, &with((name, 1.0))) }
+            Kernels::Folded { matvec: gpu.kernel(&MATVEC, &[&constants[..], &[matvec_rows, (name, 1.0)]].concat()) }
         } else if gpu.direct_kernels() {
             let direct = |block_m: f64| {
-                let workgroup = ("WORKGROUP", f64::from(DIRECT_WORKGROUP));
-                gpu.kernel(&LINEAR_DIRECT, &[&constants[..], &[workgroup, ("BLOCK_M", block_m)]].concat())
+                let own = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", block_m)];
+                gpu.kernel(&LINEAR_DIRECT, &[&constants[..], &own].concat())
             };
             Kernels::Direct { block_4: direct(4.0), block_1: direct(1.0) }
         } else {
@@ -120,7 +125,10 @@ impl Linear {
                 matmul_32: gpu.kernel(&MATMUL, &with(("TILE", 32.0))),
                 // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one, 16
                 // or 32 quantized ones (rows of whole blocks, 16-byte aligned).
-                matvec: w.cols().is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &constants)),
+                matvec: w
+                    .cols()
+                    .is_multiple_of(8)
+                    .then(|| gpu.kernel(&MATVEC, &[&constants[..], &[matvec_rows]].concat())),
             }
         };
         // Without a bias (or a fold) the shader never reads binding 4 (or 6); x stands in.
@@ -198,8 +206,8 @@ impl Linear {
     }
 }
 
-/// matvec's grid for a chunk of `rows` weight rows: 8 rows a workgroup.
+/// matvec's grid for a chunk of `rows` weight rows.
 fn matvec_grid(rows: usize) -> (u32, u32, u32) {
-    let (x, y) = grid_2d(div_up(rows, 8));
+    let (x, y) = grid_2d(div_up(rows, MATVEC_ROWS as usize));
     (x, y, 1)
 }

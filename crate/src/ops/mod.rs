@@ -85,6 +85,12 @@ pub const LM_HEAD_ROWS: KernelSpec =
 pub const KV_COPY: KernelSpec = spec!("kv_copy", prelude: [], &[Uniform, ReadWrite, ReadWrite]);
 pub const SYNTHETIC: KernelSpec = spec!("synthetic", prelude: [], &[Uniform, ReadWrite]);
 
+/// The override constant `WORKGROUP`: threads per workgroup of a kernel whose grid arithmetic
+/// reads the same Rust constant, so the size is stated once.
+fn workgroup(size: u32) -> (&'static str, f64) {
+    ("WORKGROUP", f64::from(size))
+}
+
 fn div_up(a: usize, b: usize) -> u32 {
     a.div_ceil(b) as u32
 }

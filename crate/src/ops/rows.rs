@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use super::{EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, SILU_MUL, TOP_K, div_up, uniform, work};
+use super::{EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, SILU_MUL, TOP_K, div_up, uniform, work, workgroup};
 use crate::gpu::{Gpu, Kernel, KernelSpec, PackedMatrix, Work};
 
 uniform!(
@@ -31,20 +31,27 @@ fn chunk_shape(m: &PackedMatrix, row_start: usize, rows: usize) -> ChunkShape {
     ChunkShape { cols: m.cols() as u32, row_start: row_start as u32, rows: rows as u32, _pad: 0 }
 }
 
+/// Threads per workgroup of the embedding (a pair of values each), silu_mul and gather_rows (a
+/// value each).
+const EMBEDDING_WORKGROUP: u32 = 64;
+const SILU_MUL_WORKGROUP: u32 = 256;
+const GATHER_ROWS_WORKGROUP: u32 = 64;
+
 /// `out[t, :] = embed_tokens[ids[t], :]` — ids: [M] u32, out: [M, H] f32; one dispatch per
 /// row chunk of the (possibly split) embedding.
 pub struct Embedding(PerChunk);
 
 impl Embedding {
     pub fn new(gpu: &Gpu, ids: &wgpu::Buffer, table: &PackedMatrix, out: &wgpu::Buffer) -> Self {
-        Self(PerChunk::new(gpu, &EMBEDDING, table, |kernel, shape, chunk| gpu.bind(kernel, &[shape, ids, chunk, out])))
+        let spec = (&EMBEDDING, &[workgroup(EMBEDDING_WORKGROUP)][..]);
+        Self(PerChunk::new(gpu, spec, table, |kernel, shape, chunk| gpu.bind(kernel, &[shape, ids, chunk, out])))
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         // Each token's row is read from one chunk: the bytes are shared out among them.
         let c = &self.0;
         let bytes = m as usize * (c.row_bytes + 4 * c.cols) / c.count();
-        c.dispatch_each(pass, (div_up(c.cols / 2, 64), m, 1), work(bytes, 0));
+        c.dispatch_each(pass, (div_up(c.cols / 2, EMBEDDING_WORKGROUP as usize), m, 1), work(bytes, 0));
     }
 }
 
@@ -58,14 +65,15 @@ struct PerChunk {
 }
 
 impl PerChunk {
-    /// `bind(kernel, shape, chunk)` makes one chunk's bind group.
+    /// `bind(kernel, shape, chunk)` makes one chunk's bind group; `constants` are the kernel's
+    /// own besides the matrix's DTYPE.
     fn new(
         gpu: &Gpu,
-        spec: &KernelSpec,
+        (spec, constants): (&KernelSpec, &[(&'static str, f64)]),
         m: &PackedMatrix,
         bind: impl Fn(&Kernel, &wgpu::Buffer, &wgpu::Buffer) -> wgpu::BindGroup,
     ) -> Self {
-        let kernel = gpu.kernel(spec, &[m.dtype_constant()]);
+        let kernel = gpu.kernel(spec, &[&[m.dtype_constant()], constants].concat());
         let groups = m
             .chunks()
             .iter()
@@ -116,14 +124,19 @@ pub struct SiluMul {
 
 impl SiluMul {
     pub fn new(gpu: &Gpu, gate: &wgpu::Buffer, up: &wgpu::Buffer, cols: usize) -> Self {
-        let kernel = gpu.kernel(&SILU_MUL, &[]);
+        let kernel = gpu.kernel(&SILU_MUL, &[workgroup(SILU_MUL_WORKGROUP)]);
         let group = gpu.bind(&kernel, &[&gpu.uniform("silu_mul", &cols_shape(cols)), gate, up]);
         Self { kernel, group, cols }
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         let values = m as usize * self.cols;
-        pass.dispatch(&self.kernel, &self.group, (div_up(self.cols, 256), m, 1), work(values * 12, values * 5));
+        pass.dispatch(
+            &self.kernel,
+            &self.group,
+            (div_up(self.cols, SILU_MUL_WORKGROUP as usize), m, 1),
+            work(values * 12, values * 5),
+        );
     }
 }
 
@@ -136,14 +149,19 @@ pub struct GatherRows {
 
 impl GatherRows {
     pub fn new(gpu: &Gpu, token_rows: &wgpu::Buffer, x: &wgpu::Buffer, out: &wgpu::Buffer, cols: usize) -> Self {
-        let kernel = gpu.kernel(&GATHER_ROWS, &[]);
+        let kernel = gpu.kernel(&GATHER_ROWS, &[workgroup(GATHER_ROWS_WORKGROUP)]);
         let group = gpu.bind(&kernel, &[&gpu.uniform("gather_rows", &cols_shape(cols)), token_rows, x, out]);
         Self { kernel, group, cols }
     }
 
     pub fn encode(&self, pass: &mut Pass, rows: u32) {
         let values = rows as usize * self.cols;
-        pass.dispatch(&self.kernel, &self.group, (div_up(self.cols, 64), rows, 1), work(values * 8, 0));
+        pass.dispatch(
+            &self.kernel,
+            &self.group,
+            (div_up(self.cols, GATHER_ROWS_WORKGROUP as usize), rows, 1),
+            work(values * 8, 0),
+        );
     }
 }
 
@@ -179,7 +197,7 @@ pub struct LmHeadRows(PerChunk);
 
 impl LmHeadRows {
     pub fn new(gpu: &Gpu, ids: &wgpu::Buffer, x: &wgpu::Buffer, head: &PackedMatrix, logits: &wgpu::Buffer) -> Self {
-        Self(PerChunk::new(gpu, &LM_HEAD_ROWS, head, |kernel, shape, chunk| {
+        Self(PerChunk::new(gpu, (&LM_HEAD_ROWS, &[]), head, |kernel, shape, chunk| {
             gpu.bind(kernel, &[shape, ids, x, chunk, logits])
         }))
     }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{Pass, SYNTHETIC, div_up, grid_2d, uniform, work};
+use super::{Pass, SYNTHETIC, div_up, grid_2d, uniform, work, workgroup};
 use crate::config::Qwen2Config;
 use crate::error::Result;
 use crate::gpu::{Dispatcher, Gpu, GpuWeights, PackedMatrix, Tensor};
@@ -17,14 +17,17 @@ uniform!(
     SyntheticShape { seed: u32, first: u32, pairs: u32, scale: f32 }
 );
 
+/// Threads per workgroup of the generator, a pair of values each.
+const SYNTHETIC_WORKGROUP: u32 = 256;
+
 /// Fills a matrix with the synthetic weights of tensor `seed` (see `synthetic.wgsl`).
 pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, scale: f32) {
-    let kernel = gpu.kernel(&SYNTHETIC, &[]);
+    let kernel = gpu.kernel(&SYNTHETIC, &[workgroup(SYNTHETIC_WORKGROUP)]);
     for c in m.chunks() {
         let pairs = c.rows * m.cols() / 2;
         let shape = SyntheticShape { seed, first: (c.row_start * m.cols()) as u32, pairs: pairs as u32, scale };
         let group = gpu.bind(&kernel, &[&gpu.uniform("synthetic", &shape), &c.buffer]);
-        let (x, y) = grid_2d(div_up(pairs, 256));
+        let (x, y) = grid_2d(div_up(pairs, SYNTHETIC_WORKGROUP as usize));
         pass.dispatch(&kernel, &group, (x, y, 1), work(c.rows * m.row_bytes() as usize, 0));
     }
 }
