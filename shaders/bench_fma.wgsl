@@ -10,7 +10,9 @@ struct Shape {
 @group(0) @binding(0) var<uniform> shape: Shape;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;  // [threads]: keeps the work alive
 
-@compute @workgroup_size(256)
+override WORKGROUP: u32;  // threads per workgroup (set by the Rust side)
+
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let seed = f32(gid.x) * 1e-7;
     var a0 = vec4<f32>(seed);

@@ -28,6 +28,9 @@ const FMA: KernelSpec = KernelSpec {
     bindings: &[Uniform, ReadWrite],
 };
 
+/// Threads per workgroup of the copy and FMA probes (their `WORKGROUP`).
+const PROBE_WORKGROUP: u32 = 256;
+
 /// Runs `dispatch` `repeats` times in one pass and submit and returns ms per run (GPU time where
 /// the device has timestamps, else wall time around submit and completion).
 async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)) -> Result<(f64, bool)> {
@@ -60,20 +63,21 @@ async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)
 pub async fn microbenchmarks(gpu: &Gpu) -> Result<Micro> {
     let bytes = (64u64 << 20).min(gpu.max_binding() / 16 * 16);
     let (src, dst) = (gpu.storage("copy src", bytes), gpu.storage("copy dst", bytes));
-    let copy = gpu.kernel(&COPY, &[]);
+    let workgroup = [("WORKGROUP", f64::from(PROBE_WORKGROUP))];
+    let copy = gpu.kernel(&COPY, &workgroup);
     let group = gpu.bind(&copy, &[&src, &dst]);
-    let groups = ((bytes / 16).div_ceil(256) as u32).min(4096);
+    let groups = ((bytes / 16).div_ceil(u64::from(PROBE_WORKGROUP)) as u32).min(4096);
     let dispatch = |p: &mut Dispatcher| p.dispatch(&copy, &group, (groups, 1, 1), Work::default());
     time_kernel(gpu, 1, dispatch).await?; // warm-up
     let (copy_ms, gpu_timed) = time_kernel(gpu, 8, dispatch).await?;
     let copy_gbps = 2.0 * bytes as f64 / (copy_ms * 1e6);
 
-    let (threads, iters) = (256u32 * 1024, 512u32);
-    let fma = gpu.kernel(&FMA, &[]);
+    let (threads, iters) = (PROBE_WORKGROUP * 1024, 512u32);
+    let fma = gpu.kernel(&FMA, &workgroup);
     let shape = gpu.uniform("fma", &[iters, 0, 0, 0]);
     let out = gpu.storage("fma out", u64::from(threads) * 4);
     let group = gpu.bind(&fma, &[&shape, &out]);
-    let dispatch = |p: &mut Dispatcher| p.dispatch(&fma, &group, (threads / 256, 1, 1), Work::default());
+    let dispatch = |p: &mut Dispatcher| p.dispatch(&fma, &group, (threads / PROBE_WORKGROUP, 1, 1), Work::default());
     time_kernel(gpu, 1, dispatch).await?;
     let (fma_ms, _) = time_kernel(gpu, 4, dispatch).await?;
     let flops = f64::from(threads) * f64::from(iters) * 8.0 * 4.0 * 2.0;
