@@ -489,6 +489,18 @@ mod tests {
         assert_eq!(&back[..4], &[-8.0, 7.0, 7.0, 0.0]);
     }
 
+    /// A row of 512 values in GGUF `blocks` keeps `row_bytes` on the GPU and dequantizes there
+    /// exactly as ggml dequantizes the blocks.
+    fn assert_gguf_row_dequantizes_as_ggml(quant: Quant, ty: BlockType, blocks: &[u8], row_bytes: usize) {
+        let mut row = Vec::new();
+        quant.row_from_gguf(blocks, 512, &mut row);
+        assert_eq!(row.len(), quant.row_bytes(512));
+        assert_eq!(row.len(), row_bytes);
+        let mut ggml = Vec::new();
+        ty.dequantize(blocks, &mut ggml);
+        assert_eq!(quant.dequantize_row(&row, 512), ggml);
+    }
+
     #[test]
     fn q4_k_keeps_ggml_layout_and_values_within_a_step() {
         let x = ramp(2 * 512);
@@ -504,13 +516,7 @@ mod tests {
         }
         // GGUF blocks come back exactly as ggml dequantizes them.
         let blocks: Vec<u8> = x[..512].chunks(K_BLOCK).flat_map(quantize_q4_k_block).collect();
-        let mut row = Vec::new();
-        Quant::Q4_K.row_from_gguf(&blocks, 512, &mut row);
-        assert_eq!(row.len(), Quant::Q4_K.row_bytes(512));
-        assert_eq!(row.len(), 256 + 2 * 16);
-        let mut ggml = Vec::new();
-        BlockType::Q4_K.dequantize(&blocks, &mut ggml);
-        assert_eq!(Quant::Q4_K.dequantize_row(&row, 512), ggml);
+        assert_gguf_row_dequantizes_as_ggml(Quant::Q4_K, BlockType::Q4_K, &blocks, 256 + 2 * 16);
         assert!(Quant::Q4_K.check_cols("w", 896).is_err(), "rows of whole super-blocks");
     }
 
@@ -526,13 +532,7 @@ mod tests {
             }
         }
         let blocks: Vec<u8> = x[..512].chunks(K_BLOCK).flat_map(quantize_q6_k_block).collect();
-        let mut row = Vec::new();
-        Quant::Q6_K.row_from_gguf(&blocks, 512, &mut row);
-        assert_eq!(row.len(), Quant::Q6_K.row_bytes(512));
-        assert_eq!(row.len(), 256 + 128 + 48);
-        let mut ggml = Vec::new();
-        BlockType::Q6_K.dequantize(&blocks, &mut ggml);
-        assert_eq!(Quant::Q6_K.dequantize_row(&row, 512), ggml);
+        assert_gguf_row_dequantizes_as_ggml(Quant::Q6_K, BlockType::Q6_K, &blocks, 256 + 128 + 48);
     }
 
     #[test]

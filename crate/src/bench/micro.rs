@@ -118,7 +118,7 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
     let (ms, _) = time_kernel(gpu, 2, run).await?;
     let ms = ms / count as f64;
     let bytes = weights[0].bytes() + 4 * (k + n) as u64;
-    weights.iter().flat_map(|w| w.chunks()).for_each(|c| c.buffer.destroy());
+    weights.iter().for_each(PackedMatrix::destroy);
     let gbps = bytes as f64 / (ms * 1e6);
     Ok(LinearMicro { k, n, kernel: layers[0].decode_kernel(), gpu_ms: ms, gbps, copy_fraction: gbps / copy_gbps })
 }

@@ -99,6 +99,12 @@ impl PackedMatrix {
         }
     }
 
+    /// Frees the matrix's GPU memory now (on the web, a dropped buffer waits for the garbage
+    /// collector).
+    pub fn destroy(&self) {
+        self.chunks.iter().for_each(|c| c.buffer.destroy());
+    }
+
     /// Encodes a copy of all of `src`'s rows into this matrix from row `first` on (same format
     /// and width), chunk to chunk.
     pub fn copy_rows_from(&self, encoder: &mut wgpu::CommandEncoder, src: &PackedMatrix, first: usize) {

@@ -100,7 +100,7 @@ impl GpuLayer {
 
 impl GpuLinear {
     fn destroy(&self) {
-        self.weight.chunks().iter().for_each(|c| c.buffer.destroy());
+        self.weight.destroy();
         self.bias.iter().for_each(wgpu::Buffer::destroy);
     }
 }
@@ -136,18 +136,14 @@ fn fuse_rows(gpu: &Gpu, name: &str, parts: Vec<GpuLinear>) -> Result<Vec<GpuLine
 /// browser's garbage collector (on the web, wgpu drops a buffer without destroying it).
 impl Drop for GpuWeights {
     fn drop(&mut self) {
-        let mut matrices = vec![&self.embed_tokens];
-        matrices.extend(&self.lm_head);
-        let mut vectors = vec![&self.norm];
+        self.embed_tokens.destroy();
+        self.lm_head.iter().for_each(PackedMatrix::destroy);
+        self.norm.destroy();
         for l in &self.layers {
-            for lin in l.linears() {
-                matrices.push(&lin.weight);
-                vectors.extend(&lin.bias);
-            }
-            vectors.extend([&l.input_layernorm, &l.post_attention_layernorm]);
+            l.linears().for_each(GpuLinear::destroy);
+            l.input_layernorm.destroy();
+            l.post_attention_layernorm.destroy();
         }
-        matrices.iter().flat_map(|m| m.chunks()).for_each(|c| c.buffer.destroy());
-        vectors.iter().for_each(|b| b.destroy());
     }
 }
 

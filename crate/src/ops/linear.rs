@@ -110,9 +110,18 @@ impl Linear {
         ];
         let with = |extra: (&'static str, f64)| [constants[0], constants[1], constants[2], extra];
         let matvec_rows = ("ROWS", f64::from(MATVEC_ROWS));
-        let kernels = if let Some(fold) = &fold {
-            let name = if let Fold::Norm { .. } = fold { "NORM" } else { "GLU" };
-            Kernels::Folded { matvec: gpu.kernel(&MATVEC, &[&constants[..], &[matvec_rows, (name, 1.0)]].concat()) }
+        // What a fold adds: matvec's switch, its binding 6 and epsilon, and the bytes it reads
+        // besides x (once, and per token row). Without a bias (or a fold) the shader never reads
+        // binding 4 (or 6); x stands in.
+        let k = w.cols();
+        let (switch, aux, eps, extra_reads) = match fold {
+            Some(Fold::Norm { weight, eps }) => (Some("NORM"), weight, eps as f32, (k * 4, 0)),
+            Some(Fold::Glu { up }) => (Some("GLU"), up, 0.0, (0, k * 4)),
+            None => (None, io.x, 0.0, (0, 0)),
+        };
+        let bias = io.bias.unwrap_or(io.x);
+        let kernels = if let Some(switch) = switch {
+            Kernels::Folded { matvec: gpu.kernel(&MATVEC, &[&constants[..], &[matvec_rows, (switch, 1.0)]].concat()) }
         } else if gpu.direct_kernels() {
             let direct = |block_m: f64| {
                 let own = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", block_m)];
@@ -125,25 +134,15 @@ impl Linear {
                 matmul_32: gpu.kernel(&MATMUL, &with(("TILE", 32.0))),
                 // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one, 16
                 // or 32 quantized ones (rows of whole blocks, 16-byte aligned).
-                matvec: w
-                    .cols()
-                    .is_multiple_of(8)
-                    .then(|| gpu.kernel(&MATVEC, &[&constants[..], &[matvec_rows]].concat())),
+                matvec: k.is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &[&constants[..], &[matvec_rows]].concat())),
             }
-        };
-        // Without a bias (or a fold) the shader never reads binding 4 (or 6); x stands in.
-        let bias = io.bias.unwrap_or(io.x);
-        let (aux, eps) = match fold {
-            Some(Fold::Norm { weight, eps }) => (weight, eps as f32),
-            Some(Fold::Glu { up }) => (up, 0.0),
-            None => (io.x, 0.0),
         };
         let chunks = w
             .chunks()
             .iter()
             .map(|c| {
                 let shape = LinearShape {
-                    k: w.cols() as u32,
+                    k: k as u32,
                     n: c.rows as u32,
                     n_offset: (io.first_col + c.row_start) as u32,
                     out_cols: io.out_cols as u32,
@@ -161,12 +160,6 @@ impl Linear {
                 (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]), c.rows)
             })
             .collect();
-        let k = w.cols();
-        let extra_reads = match fold {
-            Some(Fold::Norm { .. }) => (k * 4, 0),
-            Some(Fold::Glu { .. }) => (0, k * 4),
-            None => (0, 0),
-        };
         Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads }
     }
 
