@@ -3,6 +3,8 @@
 // chunk of a HF Linear weight ([out, in], packed; see packed.wgsl), starting at its row
 // row_start (n_offset exceeds it where several layers fill one output side by side). x and w
 // are read 16 bytes at a time where rows allow it, else through x_value and weight_word.
+// With SWIGLU (matmul and matvec) w is gate_proj's rows then up_proj's, in one chunk, and the
+// layer writes the MLP's activation instead: y[m, o] = silu(gate[m, o]) * up[m, o], o < n / 2.
 struct Shape {
     k: u32,          // K, even
     n: u32,          // rows of w in this chunk
@@ -23,6 +25,7 @@ override ACCUMULATE: bool = false;  // y += result: fuses the residual add
 // GLU: x is the gate projection and the layer's input is silu(x) * `aux`, the up projection.
 override NORM: bool = false;
 override GLU: bool = false;
+override SWIGLU: bool = false;
 
 @group(0) @binding(0) var<uniform> tokens: Tokens;
 @group(0) @binding(1) var<uniform> shape: Shape;
@@ -38,16 +41,37 @@ fn store(m: u32, n: u32, dot_product: f32) {
     if m >= tokens.m || n >= shape.n {
         return;
     }
-    let col = shape.n_offset + n;
-    var v = dot_product;
+    put(m, n, dot_product + bias_at(n));
+}
+
+// With SWIGLU: writes output o of token row m from its gate and up dot products (weight rows o
+// and n / 2 + o). Out-of-range (m, o) are skipped.
+fn store_swiglu(m: u32, o: u32, gate_dot: f32, up_dot: f32) {
+    let half = shape.n / 2u;
+    if m >= tokens.m || o >= half {
+        return;
+    }
+    let gate = gate_dot + bias_at(o);
+    put(m, o, gate / (1.0 + exp(-gate)) * (up_dot + bias_at(half + o)));
+}
+
+// The bias of weight row n (0 without HAS_BIAS).
+fn bias_at(n: u32) -> f32 {
     if HAS_BIAS {
-        v += bias[shape.row_start + n];
+        return bias[shape.row_start + n];
     }
-    let at = m * shape.out_cols + col;
+    return 0.0;
+}
+
+// Stores v as column n of the chunk's output for token row m (added to what y held, with
+// ACCUMULATE).
+fn put(m: u32, n: u32, v: f32) {
+    let at = m * shape.out_cols + shape.n_offset + n;
     if ACCUMULATE {
-        v += y[at];
+        y[at] += v;
+    } else {
+        y[at] = v;
     }
-    y[at] = v;
 }
 
 // Value i of x and word i of w (weight_pairs.wgsl reads through it): the buffers are whole

@@ -4,6 +4,8 @@
 // 4 x 4 block of results in four named vec4 accumulators. (An indexed local array here was left
 // in slow local memory by a real GPU's compiler: 18x slower.) TILE = 32 gives four times more
 // workgroups than 64 and serves small batches, where 64 would leave most of a GPU idle.
+// With SWIGLU a tile's first TILE / 2 weight rows are gate rows and the others the up rows of
+// the same outputs, so each thread holds both halves of its two outputs (see store_swiglu).
 override TILE: u32 = 64u;        // 32 or 64
 const BK: u32 = 16u;             // K per step
 const ROW: u32 = 5u;             // vec4s per tile row: BK / 4 + 1 of padding against bank conflicts
@@ -68,7 +70,6 @@ fn main(
     @builtin(local_invocation_index) tid: u32,
 ) {
     let m0 = wg.y * TILE;
-    let n0 = wg.x * TILE;
     let step = TILE / 4u;
     var acc0 = vec4<f32>(0.0);
     var acc1 = vec4<f32>(0.0);
@@ -81,7 +82,7 @@ fn main(
             let row = e / (BK / 8u);
             let g = e % (BK / 8u);
             let xv = x_eight(m0 + row, k0 + 8u * g);
-            let wv = w_eight(n0 + row, k0 + 8u * g);
+            let wv = w_eight(tile_weight_row(wg.x, row), k0 + 8u * g);
             xs[row * ROW + 2u * g] = xv[0];
             xs[row * ROW + 2u * g + 1u] = xv[1];
             ws[row * ROW + 2u * g] = wv[0];
@@ -104,10 +105,34 @@ fn main(
         }
         workgroupBarrier();
     }
-    store_row(m0 + lid.y, n0 + lid.x, step, acc0);
-    store_row(m0 + lid.y + step, n0 + lid.x, step, acc1);
-    store_row(m0 + lid.y + 2u * step, n0 + lid.x, step, acc2);
-    store_row(m0 + lid.y + 3u * step, n0 + lid.x, step, acc3);
+    if SWIGLU {
+        let o = wg.x * (TILE / 2u) + lid.x;
+        store_swiglu_row(m0 + lid.y, o, step, acc0);
+        store_swiglu_row(m0 + lid.y + step, o, step, acc1);
+        store_swiglu_row(m0 + lid.y + 2u * step, o, step, acc2);
+        store_swiglu_row(m0 + lid.y + 3u * step, o, step, acc3);
+        return;
+    }
+    let n0 = wg.x * TILE + lid.x;
+    store_row(m0 + lid.y, n0, step, acc0);
+    store_row(m0 + lid.y + step, n0, step, acc1);
+    store_row(m0 + lid.y + 2u * step, n0, step, acc2);
+    store_row(m0 + lid.y + 3u * step, n0, step, acc3);
+}
+
+// The weight row that row `row` of workgroup column wg_x's weight tile holds (shape.n, which
+// reads as zeros, past the layer). With SWIGLU: the gate rows of the workgroup's TILE / 2
+// outputs, then their up rows.
+fn tile_weight_row(wg_x: u32, row: u32) -> u32 {
+    if !SWIGLU {
+        return wg_x * TILE + row;
+    }
+    let half = shape.n / 2u;
+    let o = wg_x * (TILE / 2u) + row % (TILE / 2u);
+    if o >= half {
+        return shape.n;
+    }
+    return select(o, half + o, row >= TILE / 2u);
 }
 
 // Token m's results for weight rows n, n + step, n + 2 step, n + 3 step.
@@ -116,4 +141,11 @@ fn store_row(m: u32, n: u32, step: u32, v: vec4<f32>) {
     store(m, n + step, v.y);
     store(m, n + 2u * step, v.z);
     store(m, n + 3u * step, v.w);
+}
+
+// With SWIGLU, token m's outputs o and o + step: tile rows lid.x and lid.x + step are their
+// gate rows, and those TILE / 2 further their up rows (2 step = TILE / 2).
+fn store_swiglu_row(m: u32, o: u32, step: u32, v: vec4<f32>) {
+    store_swiglu(m, o, v.x, v.z);
+    store_swiglu(m, o + step, v.y, v.w);
 }

@@ -14,7 +14,9 @@
 // reduced the same way; the weights then meet x times the norm weight, and each token row's
 // 1 / rms scales its finished dot products. With GLU (SwiGLU folded in) each workgroup applies
 // the activation to the values it reads: a few thousand exp per workgroup, cheaper on a GPU than
-// a dispatch and a pass over memory of its own.
+// a dispatch and a pass over memory of its own. With SWIGLU a workgroup's first ROWS / 2 thread
+// rows take the gate rows of its ROWS / 2 outputs and the others their up rows, and the first
+// half stores silu(gate) * up.
 const LANES: u32 = 32u;     // threads per weight row
 override ROWS: u32;         // weight rows per workgroup (set by the Rust side: 8, see inverse_rms)
 var<workgroup> partial_lo: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 0..3
@@ -167,12 +169,26 @@ fn main(
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let lane = lid.x;
-    let n = (wg.x + wg.y * groups.x) * ROWS + lid.y;
+    let n = weight_row(wg.x + wg.y * groups.x, lid.y);
     let loads = shape.k / values_per_load();  // 16-byte loads of a weight row's values
     // Each block of 8 token rows reads the workgroup's weight rows again, from cache.
     for (var b0 = 0u; b0 < tokens.m; b0 += 8u) {
         block(b0, min(tokens.m - b0, 8u), n, lane, lid.y, loads);
     }
+}
+
+// The weight row that thread row `row` of workgroup `group` dots (shape.n, none, past the
+// layer). With SWIGLU the gate rows of the workgroup's ROWS / 2 outputs, then their up rows.
+fn weight_row(group: u32, row: u32) -> u32 {
+    if !SWIGLU {
+        return group * ROWS + row;
+    }
+    let half = shape.n / 2u;
+    let o = group * (ROWS / 2u) + row % (ROWS / 2u);
+    if o >= half {
+        return shape.n;
+    }
+    return select(o, half + o, row >= ROWS / 2u);
 }
 
 // With NORM, 1 / rms of token rows b0 .. b0 + 7 (1 without): thread row r sums the squares of
@@ -241,9 +257,20 @@ fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
         workgroupBarrier();
     }
     if lane < b_count {
-        let first = row * LANES;
-        let sums = select(partial_lo[first], partial_hi[first], lane >= 4u) * select(scales[0], scales[1], lane >= 4u);
-        store(b0 + lane, n, sums[lane % 4u]);
+        let scale = select(scales[0], scales[1], lane >= 4u);
+        let sums = row_sums(row, lane) * scale;
+        if !SWIGLU {
+            store(b0 + lane, n, sums[lane % 4u]);
+        } else if row < ROWS / 2u {
+            // A gate row (n is its output, or past the layer), and ROWS / 2 rows on its up row.
+            let up = row_sums(row + ROWS / 2u, lane) * scale;
+            store_swiglu(b0 + lane, n, sums[lane % 4u], up[lane % 4u]);
+        }
     }
     workgroupBarrier();  // the next block reuses partial_lo and partial_hi
+}
+
+// The reduced dot products of thread row `row` with the token rows of lane's half of the block.
+fn row_sums(row: u32, lane: u32) -> vec4<f32> {
+    return select(partial_lo[row * LANES], partial_hi[row * LANES], lane >= 4u);
 }

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use common::*;
 use onetoken::choice::argmax;
-use onetoken::gpu::{Gpu, GpuOptions, KernelFamily, load_dir};
+use onetoken::gpu::{Gpu, GpuOptions, KernelFamily, MlpInput, load_dir};
 use onetoken::model::{Head, Model, ModelOptions, Positions, Readout, Sequence};
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 
@@ -109,16 +109,21 @@ fn a_ragged_batch_equals_each_sequence_alone() {
 #[test]
 fn split_tensors_give_the_same_logits() {
     // 2 KiB bindings: the [512, 64] bf16 embedding (128 B rows) splits into 32 chunks, and
-    // every layer matrix into several.
+    // every layer matrix into several. Whole, the GPU family pairs each layer's gate and up
+    // projections into one matrix; split, it cannot, and runs them apart as CPU-like devices do.
     let r = tiny_ref();
     let input = ids(&r["input_ids"]);
-    let mut split = tiny_model(Some(2048));
-    assert_eq!(split.weights().embed_tokens().chunks().len(), 32);
-    let mut whole = tiny_model(None);
-    let a = block(split.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
-    let b = block(whole.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
-    for (i, (x, y)) in a.rows.iter().zip(&b.rows).enumerate() {
-        assert_close(&x.logits, &y.logits, 1e-5, 1e-5, &format!("split vs whole, position {i}"));
+    for family in [KernelFamily::Tiled, KernelFamily::Direct] {
+        let mut split = tiny_model_with(Some(2048), Some(family));
+        assert_eq!(split.weights().embed_tokens().chunks().len(), 32);
+        let mut whole = tiny_model_with(None, Some(family));
+        let paired = |m: &Model| m.weights().layers().iter().all(|l| matches!(l.mlp_input, MlpInput::Paired(_)));
+        assert_eq!((paired(&whole), paired(&split)), (family == KernelFamily::Tiled, false));
+        let a = block(split.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
+        let b = block(whole.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
+        for (i, (x, y)) in a.rows.iter().zip(&b.rows).enumerate() {
+            assert_close(&x.logits, &y.logits, 1e-5, 1e-5, &format!("{family:?} split vs whole, position {i}"));
+        }
     }
 }
 

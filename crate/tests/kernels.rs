@@ -248,6 +248,77 @@ fn linear_with_a_folded_norm_or_swiglu_equals_the_operation_then_linear() {
 }
 
 #[test]
+fn gate_and_up_rows_paired_write_their_swiglu() {
+    let gpu = family_gpu(KernelFamily::Tiled, None);
+    // (M, K, I): matvec (M <= 32) and matmul in 32 x 32 tiles (M 33 and 40) and 64 x 64 ones
+    // (M 200 over 4,200 rows), at 0.5B's and 1.5B's sizes, odd I (outputs past the last whole
+    // workgroup), K not a multiple of 8 (matmul at any M), 8 + 8 + 1 token rows, whole blocks.
+    let cases: [(usize, usize, usize); 9] = [
+        (1, 896, 4864),
+        (33, 896, 4864),
+        (3, 1536, 8960),
+        (17, 64, 33),
+        (40, 64, 33),
+        (5, 70, 37),
+        (200, 70, 2100),
+        (32, 512, 129),
+        (2, 256, 5),
+    ];
+    for (i, &(m, k, inter)) in cases.iter().enumerate() {
+        for format in FORMATS {
+            if let WeightFormat::Quant(q) = format
+                && !k.is_multiple_of(q.block_type().values())
+            {
+                continue;
+            }
+            if format != BF16 && m * k * inter > 2_000_000 {
+                continue; // lavapipe time: the big cases stay bf16
+            }
+            let seed = 200 + (i * 10) as u64;
+            let x: Vec<f32> =
+                seeded(seed, m * k, 1.0).iter().enumerate().map(|(j, v)| v * (1 + j % 5) as f32).collect();
+            let norm_weight: Vec<f32> = seeded(seed + 1, k, 0.5).iter().map(|v| 1.0 + v).collect();
+            // gate_proj's rows then up_proj's, as GpuWeights pairs them; biases alike.
+            let w = format.round(&seeded(seed + 2, 2 * inter * k, 0.1), k);
+            let b = seeded(seed + 3, 2 * inter, 0.5);
+            let eps = 1e-6;
+            let normed: Vec<f32> = x.chunks(k).flat_map(|row| reference::rms_norm(row, &norm_weight, eps)).collect();
+            let wm = PackedMatrix::from_f32(&gpu, "gate_up", (2 * inter, k), format, &w).unwrap();
+            assert!(ops::Linear::pairs_rows(&gpu, &wm));
+            let (xb, bb, gb) =
+                (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("g", &norm_weight));
+            let fold = ops::Fold::Norm { weight: &gb, eps };
+            for (folded, bias) in [(false, false), (false, true), (true, true)] {
+                let input = if folded { &normed } else { &x };
+                let (wg, wu) = w.split_at(inter * k);
+                let (bg, bu) = b.split_at(inter);
+                let gate = reference::linear(input, wg, bias.then_some(bg), k);
+                let up = reference::linear(input, wu, bias.then_some(bu), k);
+                let want: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| reference::silu(*g) * u).collect();
+                let (yb, t) = (gpu.storage("y", (m * inter * 4) as u64), tokens(&gpu, m));
+                let bias = bias.then_some(&bb);
+                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias, y: &yb, out_cols: inter, first_col: 0 };
+                let what = format!("paired M={m} K={k} I={inter} {} folded={folded}", format.name());
+                let Some(op) = ops::Linear::swiglu(&gpu, &wm, io, folded.then_some(fold)) else {
+                    assert!(folded && !k.is_multiple_of(8), "{what}: only matvec folds, at K % 8 == 0");
+                    continue;
+                };
+                run(&gpu, |p| op.encode(p, m as u32));
+                assert_close(&read(&gpu, &yb, m * inter), &want, 1e-4, 1e-4, &what);
+            }
+        }
+    }
+    // Rows a workgroup cannot pair: CPU-like devices, and a matrix split over bindings.
+    let w = seeded(1, 2 * 33 * 64, 0.1);
+    for gpu in [family_gpu(KernelFamily::Direct, None), family_gpu(KernelFamily::Tiled, Some(4096))] {
+        let wm = PackedMatrix::from_f32(&gpu, "gate_up", (66, 64), BF16, &w).unwrap();
+        let (xb, yb, t) = (gpu.storage("x", 4 * 64), gpu.storage("y", 4 * 33), tokens(&gpu, 1));
+        let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: 33, first_col: 0 };
+        assert!(!ops::Linear::pairs_rows(&gpu, &wm) && ops::Linear::swiglu(&gpu, &wm, io, None).is_none());
+    }
+}
+
+#[test]
 fn embedding_gathers_rows_across_chunks() {
     let cases = [
         (1000, 896, None, BF16),

@@ -15,6 +15,6 @@ pub use dispatch::{DispatchRecord, Dispatcher, Profiler, Work};
 pub use kernels::{Binding, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
 pub use timer::PassTimer;
 pub(crate) use weights::Tensor;
-pub use weights::{GpuLayer, GpuLinear, GpuLoader, GpuWeights};
+pub use weights::{GpuLayer, GpuLinear, GpuLoader, GpuWeights, MlpInput};
 #[cfg(not(target_arch = "wasm32"))]
 pub use weights::{load_dir, load_gguf};

@@ -28,9 +28,18 @@ pub struct GpuLayer {
     pub qkv_proj: Vec<GpuLinear>,
     pub o_proj: GpuLinear,                      // [hidden, hidden]
     pub post_attention_layernorm: wgpu::Buffer, // [hidden] f32
-    pub gate_proj: GpuLinear,                   // [intermediate, hidden]
-    pub up_proj: GpuLinear,                     // [intermediate, hidden]
-    pub down_proj: GpuLinear,                   // [hidden, intermediate]
+    pub mlp_input: MlpInput,
+    pub down_proj: GpuLinear, // [hidden, intermediate]
+}
+
+/// gate_proj and up_proj, `[intermediate, hidden]` each.
+pub enum MlpInput {
+    /// One matrix, gate rows then up rows (`[2 intermediate, hidden]`), which the GPU family's
+    /// kernels read in pairs to write silu(gate) * up at once ([`crate::ops::Linear::swiglu`]):
+    /// where the two share a storage format and bias-ness and fit one storage binding together.
+    Paired(GpuLinear),
+    /// The two as stored: CPU-like devices, mixed GGUF block types, too small a binding limit.
+    Separate { gate_proj: GpuLinear, up_proj: GpuLinear },
 }
 
 pub struct GpuWeights {
@@ -93,8 +102,11 @@ impl GpuWeights {
 impl GpuLayer {
     /// Every linear layer's weights.
     fn linears(&self) -> impl Iterator<Item = &GpuLinear> {
-        let rest = [&self.o_proj, &self.gate_proj, &self.up_proj, &self.down_proj];
-        self.qkv_proj.iter().chain(rest)
+        let mlp_input = match &self.mlp_input {
+            MlpInput::Paired(gate_up) => vec![gate_up],
+            MlpInput::Separate { gate_proj, up_proj } => vec![gate_proj, up_proj],
+        };
+        self.qkv_proj.iter().chain([&self.o_proj]).chain(mlp_input).chain([&self.down_proj])
     }
 }
 
@@ -105,19 +117,25 @@ impl GpuLinear {
     }
 }
 
-/// `parts` as one linear layer whose rows are theirs in order (biases too), when they share a
-/// storage format and either all have biases or none do; else `parts` unchanged. The copy is
-/// submitted at once and the parts destroyed, so loading holds at most one layer's worth twice.
-fn fuse_rows(gpu: &Gpu, name: &str, parts: Vec<GpuLinear>) -> Result<Vec<GpuLinear>> {
-    let Some(first) = parts.first() else { return Ok(parts) };
+/// Whether `parts` can be one linear layer: they share a storage format (and width), and all
+/// have biases or none do.
+fn fusible(parts: &[&GpuLinear]) -> bool {
+    let Some(first) = parts.first() else { return false };
     let (format, cols) = (first.weight.format(), first.weight.cols());
-    let alike = |p: &GpuLinear| p.weight.format() == format && p.bias.is_some() == first.bias.is_some();
-    if !parts.iter().all(alike) {
-        return Ok(parts);
-    }
+    let alike = |p: &&GpuLinear| {
+        p.weight.format() == format && p.weight.cols() == cols && p.bias.is_some() == first.bias.is_some()
+    };
+    parts.iter().all(alike)
+}
+
+/// [`fusible`] `parts` as one linear layer whose rows are theirs in order (biases too). The copy
+/// is submitted at once and the parts destroyed, so loading holds at most one layer's worth
+/// twice.
+fn fuse_rows(gpu: &Gpu, name: &str, parts: Vec<GpuLinear>) -> Result<GpuLinear> {
     let rows: usize = parts.iter().map(|p| p.weight.rows()).sum();
+    let (format, cols) = (parts[0].weight.format(), parts[0].weight.cols());
     let weight = PackedMatrix::new(gpu, name, rows, cols, format)?;
-    let bias = first.bias.as_ref().map(|_| gpu.storage(name, (rows * 4) as u64));
+    let bias = parts[0].bias.as_ref().map(|_| gpu.storage(name, (rows * 4) as u64));
     let mut encoder = gpu.device().create_command_encoder(&Default::default());
     let mut row = 0;
     for p in &parts {
@@ -129,7 +147,24 @@ fn fuse_rows(gpu: &Gpu, name: &str, parts: Vec<GpuLinear>) -> Result<Vec<GpuLine
     }
     gpu.queue().submit([encoder.finish()]);
     parts.iter().for_each(GpuLinear::destroy);
-    Ok(vec![GpuLinear { weight, bias }])
+    Ok(GpuLinear { weight, bias })
+}
+
+/// q_proj, k_proj and v_proj as one matrix where they are [`fusible`] ([`GpuLayer::qkv_proj`]).
+fn fuse_qkv(gpu: &Gpu, name: &str, parts: [GpuLinear; 3]) -> Result<Vec<GpuLinear>> {
+    if fusible(&parts.each_ref()) { Ok(vec![fuse_rows(gpu, name, parts.into())?]) } else { Ok(parts.into()) }
+}
+
+/// gate_proj and up_proj as one matrix where the device's kernels pair their rows (see
+/// [`MlpInput`]; the conditions of [`crate::ops::Linear::pairs_rows`], checked before fusing),
+/// else as they are.
+fn pair_gate_up(gpu: &Gpu, name: &str, gate_proj: GpuLinear, up_proj: GpuLinear) -> Result<MlpInput> {
+    let (gate, up) = (&gate_proj.weight, &up_proj.weight);
+    let one_binding = (gate.rows() + up.rows()) as u64 * gate.row_bytes() <= gpu.weight_chunk_bytes;
+    if gpu.direct_kernels() || gate.rows() != up.rows() || !one_binding || !fusible(&[&gate_proj, &up_proj]) {
+        return Ok(MlpInput::Separate { gate_proj, up_proj });
+    }
+    Ok(MlpInput::Paired(fuse_rows(gpu, name, vec![gate_proj, up_proj])?))
 }
 
 /// A model's weights are destroyed when the last user lets go of them, not left to the
@@ -155,7 +190,8 @@ pub(crate) enum Tensor {
 
 impl GpuWeights {
     /// The weights from their tensors by HF name; `synthetic` marks generated ones. Each layer's
-    /// Q, K and V projections become one matrix where they can ([`GpuLayer::qkv_proj`]).
+    /// Q, K and V projections become one matrix where they can ([`GpuLayer::qkv_proj`]), and
+    /// so do its gate and up projections ([`MlpInput`]).
     pub(crate) fn from_tensors(
         gpu: &Gpu,
         config: Qwen2Config,
@@ -179,16 +215,15 @@ impl GpuWeights {
                 let bias = names.bias.as_deref().map(&mut vec).transpose()?;
                 Ok(GpuLinear { weight: mat(&names.weight)?, bias })
             };
-            let qkv = vec![linear(&n.q_proj)?, linear(&n.k_proj)?, linear(&n.v_proj)?];
+            let qkv = [linear(&n.q_proj)?, linear(&n.k_proj)?, linear(&n.v_proj)?];
             let (o_proj, gate_proj, up_proj, down_proj) =
                 (linear(&n.o_proj)?, linear(&n.gate_proj)?, linear(&n.up_proj)?, linear(&n.down_proj)?);
             layers.push(GpuLayer {
                 input_layernorm: vec(&n.input_layernorm)?,
-                qkv_proj: fuse_rows(gpu, &format!("model.layers.{l}.self_attn.qkv_proj"), qkv)?,
+                qkv_proj: fuse_qkv(gpu, &format!("model.layers.{l}.self_attn.qkv_proj"), qkv)?,
                 o_proj,
                 post_attention_layernorm: vec(&n.post_attention_layernorm)?,
-                gate_proj,
-                up_proj,
+                mlp_input: pair_gate_up(gpu, &format!("model.layers.{l}.mlp.gate_up_proj"), gate_proj, up_proj)?,
                 down_proj,
             });
         }

@@ -6,8 +6,8 @@ use super::kv_cache::KvCache;
 use super::plan::{Plan, PlanInputs};
 use super::readout::{Readback, ReadbackSources, TIMED_PASSES};
 use crate::config::Qwen2Config;
-use crate::error::Result;
-use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, PassTimer};
+use crate::error::{Error, Result};
+use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, MlpInput, PassTimer};
 use crate::ops::{
     Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, KvWrite, Linear, LinearBuffers,
     LmHeadRows, MATVEC_MAX_ROWS, NewKeysValues, RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
@@ -82,9 +82,10 @@ struct LayerOps {
     kv_write: KvWrite,
     attention: Attention,
     o_proj: Linear,
-    /// post_attention_layernorm, then gate_proj and up_proj.
+    /// post_attention_layernorm, then gate_proj and up_proj: as one layer that writes
+    /// silu(gate) * up where the weights are paired ([`MlpInput`]).
     mlp_input: FoldedLinears,
-    /// silu(gate) * up, then down_proj.
+    /// silu(gate) * up unless mlp_input wrote it, then down_proj.
     mlp_output: FoldedLinears,
 }
 
@@ -92,7 +93,7 @@ struct LayerOps {
 /// of its own, then the layers; or, for the batches matvec serves on GPUs, the layers alone with
 /// the operation folded in ([`Fold`]: a dispatch fewer, and no round trip through memory).
 struct FoldedLinears {
-    prologue: Prologue,
+    prologue: Option<Prologue>,
     layers: Vec<Linear>,
     folded: Option<Vec<Linear>>,
 }
@@ -104,33 +105,49 @@ enum Prologue {
 }
 
 /// One linear layer of a [`FoldedLinears`]: its weights, its input (the prologue's output), and
-/// where it writes (output buffer, its width, the layer's first column; how).
+/// where it writes (output buffer, its width, the layer's first column; how: a [`Store`], or
+/// silu(gate) * up of paired gate and up weights).
 struct Target<'a> {
     linear: &'a GpuLinear,
     x: &'a wgpu::Buffer,
     y: &'a wgpu::Buffer,
     out_cols: usize,
     first_col: usize,
-    store: Store,
+    store: Option<Store>,
+}
+
+impl<'a> Target<'a> {
+    /// The layer reading `x` (with `fold` applied to it): `None` where it cannot run so.
+    fn linear(&self, g: &Gpu, tokens: &'a wgpu::Buffer, x: &'a wgpu::Buffer, fold: Option<Fold>) -> Option<Linear> {
+        let bias = self.linear.bias.as_ref();
+        let io = LinearBuffers { tokens, x, bias, y: self.y, out_cols: self.out_cols, first_col: self.first_col };
+        let w = &self.linear.weight;
+        match (self.store, fold) {
+            (None, fold) => Linear::swiglu(g, w, io, fold),
+            (Some(store), Some(fold)) => Linear::folded(g, w, io, store, fold),
+            (Some(store), None) => Some(Linear::new(g, w, io, store)),
+        }
+    }
 }
 
 impl FoldedLinears {
-    /// The folded layers read `folded_x` (the prologue's input) and apply `fold`.
+    /// The prologue, if any, comes with its input and its fold: the folded layers read that
+    /// input and apply the fold.
     fn new<'a>(
         g: &Gpu,
         tokens: &'a wgpu::Buffer,
-        prologue: Prologue,
-        (folded_x, fold): (&'a wgpu::Buffer, Fold),
+        prologue: Option<(Prologue, &'a wgpu::Buffer, Fold)>,
         targets: &[Target<'a>],
-    ) -> Self {
-        let io = |x: &'a wgpu::Buffer, t: &Target<'a>| -> LinearBuffers<'a> {
-            let bias = t.linear.bias.as_ref();
-            LinearBuffers { tokens, x, bias, y: t.y, out_cols: t.out_cols, first_col: t.first_col }
+    ) -> Result<Self> {
+        let unfolded = |t: &Target<'a>| {
+            t.linear(g, tokens, t.x, None)
+                .ok_or_else(|| Error::Gpu("paired gate and up projections need the GPU family's kernels".into()))
         };
-        let layers = targets.iter().map(|t| Linear::new(g, &t.linear.weight, io(t.x, t), t.store)).collect();
-        let folded =
-            targets.iter().map(|t| Linear::folded(g, &t.linear.weight, io(folded_x, t), t.store, fold)).collect();
-        Self { prologue, layers, folded }
+        let layers = targets.iter().map(unfolded).collect::<Result<_>>()?;
+        let folded = prologue
+            .as_ref()
+            .and_then(|&(_, x, fold)| targets.iter().map(|t| t.linear(g, tokens, x, Some(fold))).collect());
+        Ok(Self { prologue: prologue.map(|(op, ..)| op), layers, folded })
     }
 
     fn encode(&self, d: &mut Dispatcher, m: u32) {
@@ -138,8 +155,9 @@ impl FoldedLinears {
             Some(folded) if m <= MATVEC_MAX_ROWS => folded.iter().for_each(|l| l.encode(d, m)),
             _ => {
                 match &self.prologue {
-                    Prologue::Norm(op) => op.encode(d, m),
-                    Prologue::Swiglu(op) => op.encode(d, m),
+                    Some(Prologue::Norm(op)) => op.encode(d, m),
+                    Some(Prologue::Swiglu(op)) => op.encode(d, m),
+                    None => {}
                 }
                 self.layers.iter().for_each(|l| l.encode(d, m));
             }
@@ -162,12 +180,13 @@ struct Activations {
     normed: wgpu::Buffer, // [M, hidden]
     qkv: wgpu::Buffer,    // [M, hidden + 2 kv_dim]: queries, keys, values
     attn: wgpu::Buffer,   // [M, hidden]
-    gate: wgpu::Buffer,   // [M, intermediate]; silu(gate) * up after silu_mul
-    up: wgpu::Buffer,     // [M, intermediate]
+    gate: wgpu::Buffer,   // [M, intermediate]: silu(gate) * up (first the gate, if separate)
+    /// [M, intermediate], where some layer's gate and up projections are separate matrices.
+    up: Option<wgpu::Buffer>,
 }
 
 impl Activations {
-    fn new(g: &Gpu, c: &Qwen2Config, tokens: usize) -> Self {
+    fn new(g: &Gpu, c: &Qwen2Config, tokens: usize, separate_up: bool) -> Self {
         let act = |name: &str, width: usize| g.storage(name, words(tokens * width));
         let (h, kv, i) = (c.hidden_size, c.kv_dim(), c.intermediate_size);
         Self {
@@ -176,7 +195,7 @@ impl Activations {
             qkv: act("qkv", h + 2 * kv),
             attn: act("attn", h),
             gate: act("gate", i),
-            up: act("up", i),
+            up: separate_up.then(|| act("up", i)),
         }
     }
 }
@@ -186,7 +205,7 @@ impl Activations {
 // replaced would hold its GPU memory until a collection ran.
 impl Drop for Activations {
     fn drop(&mut self) {
-        for b in [&self.x, &self.normed, &self.qkv, &self.attn, &self.gate, &self.up] {
+        for b in [&self.x, &self.normed, &self.qkv, &self.attn, &self.gate].into_iter().chain(&self.up) {
             b.destroy();
         }
     }
@@ -222,7 +241,8 @@ impl Graph {
             g.check_binding(what, bytes)?;
         }
         let s = Scratch::new(g, c, o);
-        let a = Activations::new(g, c, o.max_tokens);
+        let separate_up = weights.layers().iter().any(|l| matches!(l.mlp_input, MlpInput::Separate { .. }));
+        let a = Activations::new(g, c, o.max_tokens, separate_up);
         let dims = AttentionDims {
             heads: c.num_attention_heads,
             kv_heads: c.num_key_value_heads,
@@ -307,20 +327,39 @@ impl LayerOps {
         let mut qkv = Vec::new();
         for l in &w.qkv_proj {
             let first_col = qkv.iter().map(|t: &Target| t.linear.weight.rows()).sum();
-            let (x, y, out_cols, store) = (&a.normed, &a.qkv, qkv_cols, Store::Overwrite);
+            let (x, y, out_cols, store) = (&a.normed, &a.qkv, qkv_cols, Some(Store::Overwrite));
             qkv.push(Target { linear: l, x, y, out_cols, first_col, store });
         }
-        let mlp_in = |linear, y| Target { linear, x: &a.normed, y, out_cols: i, first_col: 0, store: Store::Overwrite };
-        let mlp = [mlp_in(&w.gate_proj, &a.gate), mlp_in(&w.up_proj, &a.up)];
-        let down =
-            Target { linear: &w.down_proj, x: &a.gate, y: &a.x, out_cols: h, first_col: 0, store: Store::Accumulate };
+        let mlp_in = |linear, y, store| Target { linear, x: &a.normed, y, out_cols: i, first_col: 0, store };
+        let down = Target {
+            linear: &w.down_proj,
+            x: &a.gate,
+            y: &a.x,
+            out_cols: h,
+            first_col: 0,
+            store: Some(Store::Accumulate),
+        };
         let norm = |weight| {
             let fold = Fold::Norm { weight, eps };
-            (Prologue::Norm(RmsNorm::new(g, &a.x, weight, &a.normed, h, eps)), (&a.x, fold))
+            Some((Prologue::Norm(RmsNorm::new(g, &a.x, weight, &a.normed, h, eps)), &a.x, fold))
         };
-        let (input_norm, input_fold) = norm(&w.input_layernorm);
-        let (post_norm, post_fold) = norm(&w.post_attention_layernorm);
-        let swiglu = Prologue::Swiglu(SiluMul::new(g, &a.gate, &a.up, i));
+        let tokens = &s.tokens;
+        let (mlp_input, mlp_output) = match (&w.mlp_input, &a.up) {
+            (MlpInput::Paired(gate_up), _) => (
+                FoldedLinears::new(g, tokens, norm(&w.post_attention_layernorm), &[mlp_in(gate_up, &a.gate, None)])?,
+                FoldedLinears::new(g, tokens, None, &[down])?,
+            ),
+            (MlpInput::Separate { gate_proj, up_proj }, Some(up)) => {
+                let overwrite = Some(Store::Overwrite);
+                let mlp = [mlp_in(gate_proj, &a.gate, overwrite), mlp_in(up_proj, up, overwrite)];
+                let swiglu = Prologue::Swiglu(SiluMul::new(g, &a.gate, up, i));
+                (
+                    FoldedLinears::new(g, tokens, norm(&w.post_attention_layernorm), &mlp)?,
+                    FoldedLinears::new(g, tokens, Some((swiglu, &a.gate, Fold::Glu { up })), &[down])?,
+                )
+            }
+            (MlpInput::Separate { .. }, None) => return Err(Error::Gpu("no activation buffer for up_proj".into())),
+        };
         let attention = AttentionBuffers {
             token_meta: &s.token_meta,
             q: &a.qkv,
@@ -333,12 +372,12 @@ impl LayerOps {
         };
         let new = NewKeysValues { qkv: &a.qkv, stride: qkv_cols, k_col: h };
         Ok(LayerOps {
-            attention_input: FoldedLinears::new(g, &s.tokens, input_norm, input_fold, &qkv),
+            attention_input: FoldedLinears::new(g, tokens, norm(&w.input_layernorm), &qkv)?,
             kv_write: KvWrite::new(g, &s.token_meta, &shared.inv_freq, new, (k_cache, v_cache), (kv_dim, c.head_dim())),
             attention: Attention::new(g, attention, shared.dims)?,
             o_proj: lin(&a.attn, &w.o_proj, &a.x, Store::Accumulate),
-            mlp_input: FoldedLinears::new(g, &s.tokens, post_norm, post_fold, &mlp),
-            mlp_output: FoldedLinears::new(g, &s.tokens, swiglu, (&a.gate, Fold::Glu { up: &a.up }), &[down]),
+            mlp_input,
+            mlp_output,
         })
     }
 

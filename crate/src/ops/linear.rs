@@ -85,11 +85,13 @@ pub struct Linear {
     /// Inputs read besides x (the profile's bytes): a folded norm's weight, once; a folded
     /// SwiGLU's up projection, a row per token row.
     extra_reads: (usize, usize),
+    /// Output columns per weight row: 1, or 1/2 for a gate and up pair ([`Linear::swiglu`]).
+    outputs_per_row: f64,
 }
 
 impl Linear {
     pub fn new(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store) -> Self {
-        Self::build(gpu, w, io, store, None)
+        Self::build(gpu, w, io, store, None, false)
     }
 
     /// The layer applied to `fold`(x): matvec applies the operation (an RMSNorm, or SwiGLU) to
@@ -98,17 +100,41 @@ impl Linear {
     /// exact for any). `None` where matvec cannot run the layer: CPU-like devices, K not a
     /// multiple of 8.
     pub fn folded(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, fold: Fold) -> Option<Self> {
-        (!gpu.direct_kernels() && w.cols().is_multiple_of(8)).then(|| Self::build(gpu, w, io, store, Some(fold)))
+        Self::can_fold(gpu, w).then(|| Self::build(gpu, w, io, store, Some(fold), false))
     }
 
-    fn build(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, fold: Option<Fold>) -> Self {
+    /// The MLP's first half as one layer: `w` holds gate_proj's rows, then up_proj's (the same
+    /// count, biases alike), and the layer writes `y[m, o] = silu(gate[m, o]) * up[m, o]`
+    /// (`[M, rows / 2]`) where a plain layer writes its dot products: no `[M, 2 x intermediate]`
+    /// in memory, no SwiGLU pass. With `fold`, the norm before it folds in too (matvec).
+    /// `None` where the kernels cannot pair rows: CPU-like devices, a matrix split over
+    /// bindings (see [`Linear::pairs_rows`]), and with `fold` where it cannot fold.
+    pub fn swiglu(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, fold: Option<Fold>) -> Option<Self> {
+        let foldable = fold.is_none() || Self::can_fold(gpu, w);
+        (Self::pairs_rows(gpu, w) && foldable).then(|| Self::build(gpu, w, io, Store::Overwrite, fold, true))
+    }
+
+    /// Whether [`Linear::swiglu`] can run a gate and up pair as `w`: the GPU family's kernels
+    /// read row o and its partner n / 2 + o in one workgroup, so the matrix must be one chunk.
+    pub fn pairs_rows(gpu: &Gpu, w: &PackedMatrix) -> bool {
+        !gpu.direct_kernels() && w.chunks().len() == 1 && w.rows().is_multiple_of(2)
+    }
+
+    /// Whether matvec can apply a [`Fold`] for this layer.
+    fn can_fold(gpu: &Gpu, w: &PackedMatrix) -> bool {
+        !gpu.direct_kernels() && w.cols().is_multiple_of(8)
+    }
+
+    fn build(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, fold: Option<Fold>, swiglu: bool) -> Self {
         let accumulate = store == Store::Accumulate;
+        let flag = |name, on: bool| (name, f64::from(u8::from(on)));
         let constants = [
             w.dtype_constant(),
-            ("HAS_BIAS", f64::from(u8::from(io.bias.is_some()))),
-            ("ACCUMULATE", f64::from(u8::from(accumulate))),
+            flag("HAS_BIAS", io.bias.is_some()),
+            flag("ACCUMULATE", accumulate),
+            flag("SWIGLU", swiglu),
         ];
-        let with = |extra: (&'static str, f64)| [constants[0], constants[1], constants[2], extra];
+        let with = |extra: (&'static str, f64)| [&constants[..], &[extra]].concat();
         let matvec_rows = ("ROWS", f64::from(MATVEC_ROWS));
         // What a fold adds: matvec's switch, its binding 6 and epsilon, and the bytes it reads
         // besides x (once, and per token row). Without a bias (or a fold) the shader never reads
@@ -160,7 +186,8 @@ impl Linear {
                 (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]), c.rows)
             })
             .collect();
-        Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads }
+        let outputs_per_row = if swiglu { 0.5 } else { 1.0 };
+        Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads, outputs_per_row }
     }
 
     /// Encodes the layer for `m` token rows.
@@ -168,7 +195,8 @@ impl Linear {
         let (m_, k) = (m as usize, self.k);
         for (group, rows) in &self.chunks {
             let (kernel, grid) = self.pick(m, *rows);
-            let y = m_ * rows * 4 * (1 + usize::from(self.accumulate));
+            let outputs = (*rows as f64 * self.outputs_per_row) as usize;
+            let y = m_ * outputs * 4 * (1 + usize::from(self.accumulate));
             let x = m_ * k * 4 + self.extra_reads.0 + m_ * self.extra_reads.1;
             pass.dispatch(kernel, group, grid, work(rows * self.row_bytes + x + y, 2 * m_ * k * rows));
         }
