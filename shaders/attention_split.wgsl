@@ -2,15 +2,22 @@
 // CHUNK, one workgroup each, so a long context spreads over many workgroups instead of making
 // one workgroup walk it all. Each writes its chunk's softmax statistics and unnormalised output;
 // attention_combine.wgsl merges the chunks. Causal GQA as in attention.wgsl.
+// With APPEND (a decode step: each token is the only new one of its sequence, so its own key is
+// the last it attends to) the new keys and values are read from q's row, where the QKV
+// projection left them, instead of the cache: the workgroup whose chunk ends with the new key
+// takes it from there, and the first query head of each KV group writes it (RoPE applied) and
+// its value to the cache, so the step needs no kv_write dispatch.
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
-@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride], before RoPE
-@group(0) @binding(3) var<storage, read> k_cache: array<f32>;        // [rows, kv_heads * D]
-@group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
+@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride]: queries, keys, values, before RoPE
+@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
+@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;  // [M, heads, splits, D + 2]
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
+override APPEND: bool = false;
 const CHUNK: u32 = WG;  // keys per workgroup, one per thread (WG: workgroup_reduce.wgsl)
 var<workgroup> qs: array<f32, 256>;     // the query, pre-scaled by 1 / sqrt(D)
+var<workgroup> new_key: array<f32, 256>;  // APPEND: the token's own key, RoPE applied
 var<workgroup> probs: array<f32, CHUNK>;
 var<workgroup> seen: u32;
 
@@ -38,14 +45,29 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var i = tid; i < d; i += CHUNK) {
         qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
     }
+    // With APPEND, whether this chunk ends with the token's own key (key n - 1), which is then
+    // read from q's row: its keys after the queries, its values after the keys.
+    let has_new = APPEND && pos < start + CHUNK;
+    let new_at = t * shape.q_stride + shape.heads * d + kv_off;
+    if has_new {
+        for (var i = tid; i < d; i += CHUNK) {
+            new_key[i] = rotary(q[new_at + i], q[new_at + rotary_partner(i, d)], i, d, pos);
+        }
+    }
     workgroupBarrier();
 
     var score = -3.4e38;
     if tid < n {
-        let row = (base + tid) * kv_width + kv_off;
         var s = 0.0;
-        for (var i = 0u; i < d; i++) {
-            s = fma(qs[i], k_cache[row + i], s);
+        if has_new && tid == n - 1u {
+            for (var i = 0u; i < d; i++) {
+                s = fma(qs[i], new_key[i], s);
+            }
+        } else {
+            let row = (base + tid) * kv_width + kv_off;
+            for (var i = 0u; i < d; i++) {
+                s = fma(qs[i], k_cache[row + i], s);
+            }
         }
         score = s;
     }
@@ -58,10 +80,22 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let chunk_sum = reduce(p, tid, false);  // its barriers also publish probs[]
 
     let out = ((t * shape.heads + h) * shape.splits + wg.z) * (d + 2u);
+    let cached = select(n, n - 1u, has_new);
+    // One query head of each KV group stores the new key and value.
+    let stores_new = has_new && h % (shape.heads / shape.kv_heads) == 0u;
     for (var i = tid; i < d; i += CHUNK) {
         var a = 0.0;
-        for (var j = 0u; j < n; j++) {
+        for (var j = 0u; j < cached; j++) {
             a = fma(probs[j], v_cache[(base + j) * kv_width + kv_off + i], a);
+        }
+        if has_new {
+            let value = q[new_at + kv_width + i];
+            a = fma(probs[n - 1u], value, a);
+            if stores_new {
+                let at = (base + n - 1u) * kv_width + kv_off + i;
+                k_cache[at] = new_key[i];
+                v_cache[at] = value;
+            }
         }
         partial[out + i] = a;
     }

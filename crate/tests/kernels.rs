@@ -422,7 +422,7 @@ fn kv_write_applies_rope_to_keys_at_any_position() {
 }
 
 #[test]
-fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
+fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step() {
     let gpu = gpu();
     // (heads, kv_heads, head_dim): tiny, Qwen2.5-0.5B, Qwen2.5-1.5B, an odd one, the largest.
     for (heads, kv_heads, d) in [(4, 2, 16), (14, 2, 64), (12, 2, 128), (3, 1, 6), (2, 1, 256)] {
@@ -434,67 +434,75 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch() {
         };
         let kv_dim = kv_heads * d;
         // Sequence A: 300 cached + 3 new tokens at rows 0..; sequence B: 2 new tokens at 400..
-        // (300 > the shader's 256-key block, so the online softmax crosses blocks).
-        let (a_len, b_base) = (303usize, 400usize);
-        let rows = b_base + 2;
-        let k_cache = seeded(11, rows * kv_dim, 1.0);
-        let v_cache = seeded(12, rows * kv_dim, 1.0);
-        let new = [(0u32, 300u32), (0, 301), (0, 302), (b_base as u32, 0), (b_base as u32, 1)];
-        let m = new.len();
-        let q = seeded(13, m * heads * d, 1.0);
-        let k_new = seeded(14, m * kv_dim, 1.0);
-        let v_new = seeded(15, m * kv_dim, 1.0);
-
-        // CPU: RoPE on the new queries and keys, write the new rows, then attend per sequence.
-        // (The GPU takes q and k before RoPE: kv_write and attention apply it as they read.)
-        let positions = new.map(|(_, p)| p);
-        let (q_roped, k_roped) = (roped(&q, heads * d, d, &positions), roped(&k_new, kv_dim, d, &positions));
-        let (mut kc, mut vc) = (k_cache.clone(), v_cache.clone());
-        for (t, &(base, pos)) in new.iter().enumerate() {
-            let row = (base + pos) as usize;
-            kc[row * kv_dim..][..kv_dim].copy_from_slice(&k_roped[t * kv_dim..][..kv_dim]);
-            vc[row * kv_dim..][..kv_dim].copy_from_slice(&v_new[t * kv_dim..][..kv_dim]);
-        }
-        let w = heads * d;
-        let mut want =
-            reference::attention(&q_roped[..3 * w], &kc[..a_len * kv_dim], &vc[..a_len * kv_dim], &config, 300);
-        let b_rows = &kc[b_base * kv_dim..(b_base + 2) * kv_dim];
-        let b_vals = &vc[b_base * kv_dim..(b_base + 2) * kv_dim];
-        want.extend(reference::attention(&q_roped[3 * w..], b_rows, b_vals, &config, 0));
-
-        let mb = u32s(&gpu, "meta", &meta(&new));
-        // Queries, keys and values side by side, as the QKV projection writes them.
-        let qkv = side_by_side(&[(&q, w), (&k_new, kv_dim), (&v_new, kv_dim)], m);
-        let qkvb = gpu.storage_from("qkv", &qkv);
+        // (300 > the shader's 256-key block, so the online softmax crosses blocks). Then a
+        // decode step of both: one new token each, A's at 303 (the middle of a 64-key chunk of
+        // the split attention), B's at 64 (the first of one; rows 2..64 as cached).
+        let b_base = 400u32;
+        let rows = b_base as usize + 65;
+        let (k_cache, v_cache) = (seeded(11, rows * kv_dim, 1.0), seeded(12, rows * kv_dim, 1.0));
+        let batches: [&[(u32, u32)]; 2] =
+            [&[(0, 300), (0, 301), (0, 302), (b_base, 0), (b_base, 1)], &[(0, 303), (b_base, 64)]];
         let (kcb, vcb) = (gpu.storage_from("kc", &k_cache), gpu.storage_from("vc", &v_cache));
-        let out = gpu.storage("out", (m * w * 4) as u64);
-        let freq = gpu.storage_from("inv_freq", &onetoken::config::rope_inv_freq(d, 1e6));
+        let (mut kc, mut vc) = (k_cache.clone(), v_cache.clone());
+        let w = heads * d;
         let stride = w + 2 * kv_dim;
-        let new_kv = ops::NewKeysValues { qkv: &qkvb, stride, k_col: w };
-        let write = ops::KvWrite::new(&gpu, &mb, &freq, new_kv, (&kcb, &vcb), (kv_dim, d));
+        let freq = gpu.storage_from("inv_freq", &onetoken::config::rope_inv_freq(d, 1e6));
         let dims = ops::AttentionDims { heads, kv_heads, head_dim: d, capacity: rows };
         let partial = gpu.storage("partial", dims.partial_bytes());
-        let io = ops::AttentionBuffers {
-            token_meta: &mb,
-            q: &qkvb,
-            q_stride: stride,
-            k_cache: &kcb,
-            v_cache: &vcb,
-            out: &out,
-            partial: &partial,
-            inv_freq: &freq,
-        };
-        let attn = ops::Attention::new(&gpu, io, dims).unwrap();
-        run(&gpu, |p| write.encode(p, m as u32));
-        assert_close(&read(&gpu, &kcb, rows * kv_dim), &kc, 1e-5, 1e-5, "kv_write keys (RoPE applied)");
-        assert_close(&read(&gpu, &vcb, rows * kv_dim), &vc, 0.0, 0.0, "kv_write values");
-        // Every path on the same batch: one workgroup per (head, token), split keys, and one
-        // invocation per (head, token).
-        for path in [ops::AttentionPath::Whole, ops::AttentionPath::Split, ops::AttentionPath::Direct] {
-            let keys = ops::AttendedKeys { longest: a_len as u32, pairs: 0, rows: 0 };
-            run(&gpu, |p| attn.encode_path(p, m as u32, keys, path));
-            let what = format!("attention {path:?} {heads}:{kv_heads}x{d}");
-            assert_close(&read(&gpu, &out, m * w), &want, 1e-5, 1e-4, &what);
+        for (b, new) in batches.iter().enumerate() {
+            let m = new.len();
+            let seed = 13 + 3 * b as u64;
+            let (q, k_new, v_new) =
+                (seeded(seed, m * w, 1.0), seeded(seed + 1, m * kv_dim, 1.0), seeded(seed + 2, m * kv_dim, 1.0));
+            // CPU: RoPE on the new queries and keys, write the new rows, then attend per token.
+            // (The GPU takes q and k before RoPE and applies it as it reads them.)
+            let positions: Vec<u32> = new.iter().map(|&(_, p)| p).collect();
+            let (q_roped, k_roped) = (roped(&q, w, d, &positions), roped(&k_new, kv_dim, d, &positions));
+            for (t, &(base, pos)) in new.iter().enumerate() {
+                let row = (base + pos) as usize;
+                kc[row * kv_dim..][..kv_dim].copy_from_slice(&k_roped[t * kv_dim..][..kv_dim]);
+                vc[row * kv_dim..][..kv_dim].copy_from_slice(&v_new[t * kv_dim..][..kv_dim]);
+            }
+            let mut want = Vec::new();
+            for (t, &(base, pos)) in new.iter().enumerate() {
+                let keys = base as usize * kv_dim..(base + pos + 1) as usize * kv_dim;
+                let (kr, vr) = (&kc[keys.clone()], &vc[keys]);
+                want.extend(reference::attention(&q_roped[t * w..][..w], kr, vr, &config, pos as usize));
+            }
+            let mb = u32s(&gpu, "meta", &meta(new));
+            // Queries, keys and values side by side, as the QKV projection writes them.
+            let qkvb = gpu.storage_from("qkv", &side_by_side(&[(&q, w), (&k_new, kv_dim), (&v_new, kv_dim)], m));
+            let out = gpu.storage("out", (m * w * 4) as u64);
+            let io = ops::AttentionBuffers {
+                token_meta: &mb,
+                q: &qkvb,
+                q_stride: stride,
+                k_cache: &kcb,
+                v_cache: &vcb,
+                out: &out,
+                partial: &partial,
+                inv_freq: &freq,
+            };
+            let attn = ops::Attention::new(&gpu, io, dims).unwrap();
+            // Every path on the same batch: one workgroup per (head, token), split keys (in a
+            // decode step appending the new rows itself), one invocation per (head, token). Each
+            // writes the new rows first (the same values again).
+            let decode_step = b == 1;
+            for path in [ops::AttentionPath::Split, ops::AttentionPath::Whole, ops::AttentionPath::Direct] {
+                let longest = new.iter().map(|&(_, p)| p + 1).max().unwrap();
+                let keys = ops::AttendedKeys { longest, pairs: 0, rows: 0, decode_step };
+                run(&gpu, |p| attn.encode_path(p, m as u32, keys, path));
+                let what = format!("{path:?} {heads}:{kv_heads}x{d} decode_step={decode_step}");
+                assert_close(
+                    &read(&gpu, &kcb, rows * kv_dim),
+                    &kc,
+                    1e-5,
+                    1e-5,
+                    &format!("keys (RoPE applied), {what}"),
+                );
+                assert_close(&read(&gpu, &vcb, rows * kv_dim), &vc, 0.0, 0.0, &format!("values, {what}"));
+                assert_close(&read(&gpu, &out, m * w), &want, 1e-5, 1e-4, &format!("attention {what}"));
+            }
         }
     }
 }

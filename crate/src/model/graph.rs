@@ -9,8 +9,8 @@ use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, MlpInput, PassTimer};
 use crate::ops::{
-    Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, KvWrite, Linear, LinearBuffers,
-    LmHeadRows, MATVEC_MAX_ROWS, NewKeysValues, RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
+    Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, Linear, LinearBuffers, LmHeadRows,
+    MATVEC_MAX_ROWS, RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
 };
 
 /// Bytes of `n` 4-byte words (f32 or u32).
@@ -79,7 +79,6 @@ struct LayerOps {
     /// input_layernorm, then q_proj, k_proj and v_proj filling qkv (one layer where the weights
     /// are one matrix: [`GpuLayer::qkv_proj`](crate::gpu::GpuLayer)).
     attention_input: FoldedLinears,
-    kv_write: KvWrite,
     attention: Attention,
     o_proj: Linear,
     /// post_attention_layernorm, then gate_proj and up_proj: as one layer that writes
@@ -370,10 +369,8 @@ impl LayerOps {
             partial: &shared.partial,
             inv_freq: &shared.inv_freq,
         };
-        let new = NewKeysValues { qkv: &a.qkv, stride: qkv_cols, k_col: h };
         Ok(LayerOps {
             attention_input: FoldedLinears::new(g, tokens, norm(&w.input_layernorm), &qkv)?,
-            kv_write: KvWrite::new(g, &s.token_meta, &shared.inv_freq, new, (k_cache, v_cache), (kv_dim, c.head_dim())),
             attention: Attention::new(g, attention, shared.dims)?,
             o_proj: lin(&a.attn, &w.o_proj, &a.x, Store::Accumulate),
             mlp_input,
@@ -384,10 +381,10 @@ impl LayerOps {
     fn encode(&self, d: &mut Dispatcher, plan: &Plan) {
         let m = plan.tokens();
         // Attention block: x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))),
-        // n = input_layernorm(x); the new keys and values join the cache first. RoPE is applied
-        // as kv_write reads the keys and as attention reads the queries.
+        // n = input_layernorm(x); the new keys and values join the cache first (in a decode
+        // step, as attention reads them). RoPE is applied as the keys are written and as
+        // attention reads the queries.
         self.attention_input.encode(d, m);
-        self.kv_write.encode(d, m);
         self.attention.encode(d, m, plan.keys);
         self.o_proj.encode(d, m);
         // MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)), n = post_attention_layernorm(x).

@@ -59,6 +59,7 @@ impl Plan {
             }
             plan.push(seq, kv.row_base(seq.slot), kv.tokens_in(seq.slot)?, readout.positions);
         }
+        plan.keys.decode_step = batch.iter().all(|seq| seq.tokens.len() == 1);
         plan.check_sizes(o)?;
         plan.set_head(readout, o, vocab)?;
         Ok(plan)

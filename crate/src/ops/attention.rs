@@ -103,6 +103,9 @@ pub struct AttendedKeys {
     pub pairs: u64,
     /// Cache rows read at least once: each sequence's keys, summed.
     pub rows: u64,
+    /// Every token is the only new one of its sequence (a decode step), so no token attends to
+    /// another's new key: the split attention then appends the new keys and values itself.
+    pub decode_step: bool,
 }
 
 /// Attention's sizes: query and key/value heads, head dim, and the KV capacity of a slot.
@@ -126,8 +129,9 @@ impl AttentionDims {
     }
 }
 
-/// Attention's buffers: token_meta [M] (cache base, position); q: [M, q_stride] (its first
-/// heads * D columns, before RoPE); out: [M, heads * D]; caches: [rows, kv_heads * D]; partial:
+/// Attention's buffers: token_meta [M] (cache base, position); q: [M, q_stride], the QKV
+/// projection's output (heads * D queries, then kv_heads * D keys and as many values, before
+/// RoPE); out: [M, heads * D]; caches: [rows, kv_heads * D]; partial:
 /// [`AttentionDims::partial_bytes`] of scratch; inv_freq: [D / 2] ([`crate::config::rope_inv_freq`]).
 pub struct AttentionBuffers<'a> {
     pub token_meta: &'a wgpu::Buffer,
@@ -140,14 +144,19 @@ pub struct AttentionBuffers<'a> {
     pub inv_freq: &'a wgpu::Buffer,
 }
 
-/// Causal GQA attention over the cache. GPUs: in prefill one workgroup per (head, token) walks
-/// the token's keys; in decode (M <= 8) the keys are split in chunks of [`ATTENTION_CHUNK`], one
-/// workgroup per (head, token, chunk), then merged, so a step's cost barely grows with the
-/// context. CPU-like devices ([`Gpu::direct_kernels`]): one invocation per (head, token), no
-/// barriers (theirs are expensive, and a few threads gain nothing from more workgroups).
+/// Causal GQA attention over the cache, after the new keys and values join it. GPUs: in
+/// prefill one workgroup per (head, token) walks the token's keys; in decode (M <= 8) the keys
+/// are split in chunks of [`ATTENTION_CHUNK`], one workgroup per (head, token, chunk), then
+/// merged, so a step's cost barely grows with the context; the split kernel also appends the
+/// new keys and values itself in a decode step (no kv_write dispatch). CPU-like devices
+/// ([`Gpu::direct_kernels`]): one invocation per (head, token), no barriers (theirs are
+/// expensive, and a few threads gain nothing from more workgroups).
 pub struct Attention {
+    kv_write: KvWrite,
     whole: (Rc<Kernel>, wgpu::BindGroup),
     split: (Rc<Kernel>, wgpu::BindGroup),
+    /// The split kernel appending the new keys and values (`APPEND`).
+    split_append: (Rc<Kernel>, wgpu::BindGroup),
     combine: (Rc<Kernel>, wgpu::BindGroup),
     direct: (Rc<Kernel>, wgpu::BindGroup),
     heads: u32,
@@ -181,13 +190,16 @@ impl Attention {
         };
         let with = |spec, buffers: &[&wgpu::Buffer]| with_constants(spec, &[], buffers);
         let whole = [&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.out, io.inv_freq];
+        let split = [&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.partial, io.inv_freq];
+        let (kv_dim, head_dim) = (dims.kv_heads * dims.head_dim, dims.head_dim);
+        let new = NewKeysValues { qkv: io.q, stride: io.q_stride, k_col: dims.heads * head_dim };
+        let caches = (io.k_cache, io.v_cache);
         Ok(Self {
+            kv_write: KvWrite::new(gpu, io.token_meta, io.inv_freq, new, caches, (kv_dim, head_dim)),
             whole: with(&ATTENTION, &whole),
             direct: with_constants(&ATTENTION_DIRECT, &[workgroup(DIRECT_HEADS as u32)], &whole),
-            split: with(
-                &ATTENTION_SPLIT,
-                &[&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.partial, io.inv_freq],
-            ),
+            split: with(&ATTENTION_SPLIT, &split),
+            split_append: with_constants(&ATTENTION_SPLIT, &[("APPEND", 1.0)], &split),
             combine: with_constants(
                 &ATTENTION_COMBINE,
                 &[("CHUNK", ATTENTION_CHUNK as f64)],
@@ -199,7 +211,8 @@ impl Attention {
         })
     }
 
-    /// Encodes attention for `m` tokens attending to `keys`.
+    /// Encodes the new keys' and values' write to the cache and attention for `m` tokens
+    /// attending to `keys`.
     pub fn encode(&self, pass: &mut Pass, m: u32, keys: AttendedKeys) {
         let path = match self.cpu_like {
             true => AttentionPath::Direct,
@@ -216,12 +229,21 @@ impl Attention {
         let queries = m as usize * d.heads * d.head_dim;
         let cache = keys.rows as usize * d.kv_heads * d.head_dim * 2;
         let scores = 4 * d.heads * d.head_dim * keys.pairs as usize;
+        let split = path == AttentionPath::Split && m <= SPLIT_MAX_TOKENS;
+        if !(split && keys.decode_step) {
+            self.kv_write.encode(pass, m);
+        }
         match path {
-            AttentionPath::Split if m <= SPLIT_MAX_TOKENS => {
+            _ if split => {
                 let chunks = keys.longest.div_ceil(ATTENTION_CHUNK as u32).max(1);
                 let partial = m as usize * d.heads * chunks as usize * (d.head_dim + 2);
-                let split = work(4 * (queries + cache + partial), scores);
-                pass.dispatch(&self.split.0, &self.split.1, (self.heads, m, chunks), split);
+                // Appending reads the new rows from q and writes them to the cache.
+                let (kernel, appended) = match keys.decode_step {
+                    true => (&self.split_append, 2 * m as usize * d.kv_heads * d.head_dim * 2),
+                    false => (&self.split, 0),
+                };
+                let split = work(4 * (queries + cache + partial + appended), scores);
+                pass.dispatch(&kernel.0, &kernel.1, (self.heads, m, chunks), split);
                 let combine = work(4 * (partial + queries), 2 * partial);
                 pass.dispatch(&self.combine.0, &self.combine.1, (self.heads, m, 1), combine);
             }

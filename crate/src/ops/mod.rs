@@ -71,7 +71,7 @@ pub const ATTENTION: KernelSpec = spec!("attention", prelude: [ATTENTION_SHAPE, 
 pub const ATTENTION_SPLIT: KernelSpec = spec!(
     "attention_split",
     prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE],
-    &[Uniform, Read, Read, Read, Read, ReadWrite, Read]
+    &[Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, Read]
 );
 pub const ATTENTION_DIRECT: KernelSpec =
     spec!("attention_direct", prelude: [ATTENTION_SHAPE, ROTARY], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
