@@ -14,10 +14,11 @@ override THREADS: u32 = TILE * TILE / 16u;  // (TILE / 4)^2
 var<workgroup> xs: array<vec4<f32>, TILE * ROW>;
 var<workgroup> ws: array<vec4<f32>, TILE * ROW>;
 
-// Values k .. k + 7 of token row m (k a multiple of 8; zero past M or K): two 16-byte loads
-// where rows are whole 16 bytes (K a multiple of 8, as every Qwen2.5 size), else value by value.
+// Values k .. k + 7 of token row m (k a multiple of 8; zero past M or K, as in the last step
+// when K % 16 == 8): two 16-byte loads where rows are whole 16 bytes (K a multiple of 8, as
+// every Qwen2.5 size), else value by value.
 fn x_eight(m: u32, k: u32) -> array<vec4<f32>, 2> {
-    if m >= tokens.m {
+    if m >= tokens.m || k >= shape.k {
         return array(vec4<f32>(0.0), vec4<f32>(0.0));
     }
     if shape.k % 8u == 0u {
@@ -39,7 +40,7 @@ fn x_or_zero(at: u32, col: u32) -> f32 {
 // Values k .. k + 7 of weight row n (zero past N or K): one 16-byte load of a 16-bit row where
 // rows are whole 16 bytes, else pair by pair (f32 and quantized rows, other K).
 fn w_eight(n: u32, k: u32) -> array<vec4<f32>, 2> {
-    if n >= shape.n {
+    if n >= shape.n || k >= shape.k {
         return array(vec4<f32>(0.0), vec4<f32>(0.0));
     }
     let base = n * row_words(shape.k);

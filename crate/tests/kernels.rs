@@ -90,6 +90,8 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
         (67, 160, 129),  // and matmul
         (3, 256, 33),    // Q4_K super-blocks at odd M and N: matvec
         (67, 512, 129),  // and matmul
+        (40, 72, 33),    // K % 16 == 8: matmul's last 16-wide step is half past K
+        (3, 72, 33),     // and matvec's
     ];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for format in FORMATS {
