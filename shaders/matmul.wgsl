@@ -9,7 +9,6 @@
 override TILE: u32 = 64u;        // 32 or 64
 const BK: u32 = 16u;             // K per step
 const ROW: u32 = 5u;             // vec4s per tile row: BK / 4 + 1 of padding against bank conflicts
-override THREADS: u32 = TILE * TILE / 16u;  // (TILE / 4)^2
 // Tiles row-major, [TILE, BK] plus padding, read 4 k at a time.
 var<workgroup> xs: array<vec4<f32>, TILE * ROW>;
 var<workgroup> ws: array<vec4<f32>, TILE * ROW>;
@@ -76,18 +75,40 @@ fn main(
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
+    // Tile loads: each of the first TILE * BK / 8 threads (one each: there are (TILE / 4)^2,
+    // more for TILE 32 or 64) brings 8 consecutive values of one row of both tiles, 16 bytes a
+    // load (neighbouring threads: the row's next 8, then the next row). The next step's loads
+    // are issued before this step's FMAs, so their latency overlaps them: with few workgroups
+    // per compute unit (a small batch) nothing else would hide it. They wait in named vec4s.
+    let loads = tid < TILE * BK / 8u;
+    let row = tid / (BK / 8u);
+    let col = 8u * (tid % (BK / 8u));
+    let n = tile_weight_row(wg.x, row);
+    let at = row * ROW + col / 4u;
+    var x_lo = vec4<f32>(0.0);
+    var x_hi = vec4<f32>(0.0);
+    var w_lo = vec4<f32>(0.0);
+    var w_hi = vec4<f32>(0.0);
+    if loads {
+        let xv = x_eight(m0 + row, col);
+        let wv = w_eight(n, col);
+        x_lo = xv[0];
+        x_hi = xv[1];
+        w_lo = wv[0];
+        w_hi = wv[1];
+    }
     for (var k0 = 0u; k0 < shape.k; k0 += BK) {
-        // Both tiles, TILE rows x BK values: a thread loads 8 consecutive values of one row of
-        // each, 16 bytes a load (neighbouring threads: the row's next 8, then the next row).
-        for (var e = tid; e < TILE * BK / 8u; e += THREADS) {
-            let row = e / (BK / 8u);
-            let g = e % (BK / 8u);
-            let xv = x_eight(m0 + row, k0 + 8u * g);
-            let wv = w_eight(tile_weight_row(wg.x, row), k0 + 8u * g);
-            xs[row * ROW + 2u * g] = xv[0];
-            xs[row * ROW + 2u * g + 1u] = xv[1];
-            ws[row * ROW + 2u * g] = wv[0];
-            ws[row * ROW + 2u * g + 1u] = wv[1];
+        if loads {
+            xs[at] = x_lo;
+            xs[at + 1u] = x_hi;
+            ws[at] = w_lo;
+            ws[at + 1u] = w_hi;
+            let xv = x_eight(m0 + row, k0 + BK + col);  // zeros past K
+            let wv = w_eight(n, k0 + BK + col);
+            x_lo = xv[0];
+            x_hi = xv[1];
+            w_lo = wv[0];
+            w_hi = wv[1];
         }
         workgroupBarrier();
         for (var q = 0u; q < BK / 4u; q++) {
