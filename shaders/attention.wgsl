@@ -16,7 +16,7 @@ var<workgroup> scores: array<f32, BLOCK>;
 var<workgroup> seen: u32;
 
 // One workgroup per (head, token).
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let h = wg.x;
     let t = wg.y;
@@ -38,7 +38,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
     var run_max = -3.4e38;
     var run_sum = 0.0;
-    // Output dims tid, tid + 64, tid + 128 and tid + 192 (D <= 256), in named components: an
+    // Output dims tid, tid + WG, tid + 2 WG and tid + 3 WG (D <= 4 WG), in named components: an
     // indexed local array would be left in slow memory by some compilers.
     var acc = vec4<f32>(0.0);
     for (var start = 0u; start < len; start += BLOCK) {

@@ -1,6 +1,7 @@
 // Decode attention, first pass: the keys of each (token, query head) are split into chunks of
-// CHUNK, one workgroup each, so a long context spreads over many workgroups instead of making
-// one workgroup walk it all. Each writes its chunk's softmax statistics and unnormalised output;
+// WG (workgroup_reduce.wgsl's threads: the Rust side's ATTENTION_CHUNK), one key per thread and
+// one workgroup per chunk, so a long context spreads over many workgroups instead of making one
+// workgroup walk it all. Each writes its chunk's softmax statistics and unnormalised output;
 // attention_combine.wgsl merges the chunks. Causal GQA as in attention.wgsl.
 // With APPEND (a decode step: each token is the only new one of its sequence, so its own key is
 // the last it attends to) the new keys and values are read from q's row, where the QKV
@@ -15,18 +16,17 @@
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
 override APPEND: bool = false;
-const CHUNK: u32 = WG;  // keys per workgroup, one per thread (WG: workgroup_reduce.wgsl)
 var<workgroup> qs: array<f32, 256>;     // the query, pre-scaled by 1 / sqrt(D)
 var<workgroup> new_key: array<f32, 256>;  // APPEND: the token's own key, RoPE applied
-var<workgroup> probs: array<f32, CHUNK>;
+var<workgroup> probs: array<f32, WG>;
 var<workgroup> seen: u32;
 
 // Workgroup (head, token, chunk).
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let h = wg.x;
     let t = wg.y;
-    let start = wg.z * CHUNK;
+    let start = wg.z * WG;
     let d = shape.head_dim;
     if tid == 0u {
         seen = token_meta[t].y + 1u;
@@ -38,19 +38,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let kv_width = shape.kv_heads * d;
     let kv_off = (h / (shape.heads / shape.kv_heads)) * d;
     let base = token_meta[t].x + start;
-    let n = min(CHUNK, len - start);
+    let n = min(WG, len - start);
     let scale = inverseSqrt(f32(d));
     let q0 = t * shape.q_stride + h * d;
     let pos = token_meta[t].y;
-    for (var i = tid; i < d; i += CHUNK) {
+    for (var i = tid; i < d; i += WG) {
         qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
     }
     // With APPEND, whether this chunk ends with the token's own key (key n - 1), which is then
     // read from q's row: its keys after the queries, its values after the keys.
-    let has_new = APPEND && pos < start + CHUNK;
+    let has_new = APPEND && pos < start + WG;
     let new_at = t * shape.q_stride + shape.heads * d + kv_off;
     if has_new {
-        for (var i = tid; i < d; i += CHUNK) {
+        for (var i = tid; i < d; i += WG) {
             new_key[i] = rotary(q[new_at + i], q[new_at + rotary_partner(i, d)], i, d, pos);
         }
     }
@@ -83,7 +83,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let cached = select(n, n - 1u, has_new);
     // One query head of each KV group stores the new key and value.
     let stores_new = has_new && h % (shape.heads / shape.kv_heads) == 0u;
-    for (var i = tid; i < d; i += CHUNK) {
+    for (var i = tid; i < d; i += WG) {
         var a = 0.0;
         for (var j = 0u; j < cached; j++) {
             a = fma(probs[j], v_cache[(base + j) * kv_width + kv_off + i], a);

@@ -1,7 +1,7 @@
 // A maximum or a sum over the WG threads of a workgroup, through workgroup memory (no subgroups:
 // wgpu on the web does not expose them). Prepended to the attention kernels. Every thread must
 // call it (it has barriers); every thread gets the result.
-const WG: u32 = 64u;
+override WG: u32;  // threads per workgroup, set by the Rust side (a power of two)
 var<workgroup> red: array<f32, WG>;
 
 fn reduce(value: f32, tid: u32, is_max: bool) -> f32 {

@@ -80,12 +80,14 @@ impl KvWrite {
     }
 }
 
-/// Keys per workgroup of the split decode attention: attention_split.wgsl's CHUNK, one key per
-/// thread, so it equals workgroup_reduce.wgsl's WG there; attention_combine.wgsl is given it.
+/// Keys per workgroup of the split decode attention, one per thread: the workgroup size `WG`
+/// of attention_split.wgsl (and of attention.wgsl, whose threads hold 4 values of a head each),
+/// and attention_combine.wgsl's `CHUNK`.
 pub const ATTENTION_CHUNK: usize = 64;
 
 /// Longest head the attention kernels hold in workgroup memory.
 const MAX_HEAD_DIM: usize = 256;
+const _: () = assert!(4 * ATTENTION_CHUNK >= MAX_HEAD_DIM, "attention.wgsl: 4 values of a head per thread");
 
 /// Query heads per workgroup of the barrier-free attention (attention_direct.wgsl's
 /// `WORKGROUP`): one CPU SIMD width of 8 lanes (AVX2 f32).
@@ -188,7 +190,7 @@ impl Attention {
             let group = gpu.bind(&kernel, buffers);
             (kernel, group)
         };
-        let with = |spec, buffers: &[&wgpu::Buffer]| with_constants(spec, &[], buffers);
+        let wg = ("WG", ATTENTION_CHUNK as f64);
         let whole = [&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.out, io.inv_freq];
         let split = [&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.partial, io.inv_freq];
         let (kv_dim, head_dim) = (dims.kv_heads * dims.head_dim, dims.head_dim);
@@ -196,10 +198,10 @@ impl Attention {
         let caches = (io.k_cache, io.v_cache);
         Ok(Self {
             kv_write: KvWrite::new(gpu, io.token_meta, io.inv_freq, new, caches, (kv_dim, head_dim)),
-            whole: with(&ATTENTION, &whole),
+            whole: with_constants(&ATTENTION, &[wg], &whole),
             direct: with_constants(&ATTENTION_DIRECT, &[workgroup(DIRECT_HEADS as u32)], &whole),
-            split: with(&ATTENTION_SPLIT, &split),
-            split_append: with_constants(&ATTENTION_SPLIT, &[("APPEND", 1.0)], &split),
+            split: with_constants(&ATTENTION_SPLIT, &[wg], &split),
+            split_append: with_constants(&ATTENTION_SPLIT, &[wg, ("APPEND", 1.0)], &split),
             combine: with_constants(
                 &ATTENTION_COMBINE,
                 &[("CHUNK", ATTENTION_CHUNK as f64)],
