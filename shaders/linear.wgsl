@@ -35,6 +35,21 @@ override SWIGLU: bool = false;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
 @group(0) @binding(6) var<storage, read> aux: array<vec4<f32>>;    // NORM: [K]; GLU: [M, K]
 
+// The weight row that row `row` of workgroup `group`'s block of `rows` weight rows holds
+// (shape.n, past the layer: none). With SWIGLU the block is the gate rows of the workgroup's
+// rows / 2 outputs, then their up rows.
+fn block_weight_row(group: u32, row: u32, rows: u32) -> u32 {
+    if !SWIGLU {
+        return group * rows + row;
+    }
+    let half = shape.n / 2u;
+    let o = group * (rows / 2u) + row % (rows / 2u);
+    if o >= half {
+        return shape.n;
+    }
+    return select(o, half + o, row >= rows / 2u);
+}
+
 // Writes the dot product of token row m and weight row n, adding the bias and, with
 // ACCUMULATE, what y held. Out-of-range (m, n) are skipped.
 fn store(m: u32, n: u32, dot_product: f32) {

@@ -83,7 +83,7 @@ fn main(
     let loads = tid < TILE * BK / 8u;
     let row = tid / (BK / 8u);
     let col = 8u * (tid % (BK / 8u));
-    let n = tile_weight_row(wg.x, row);
+    let n = block_weight_row(wg.x, row, TILE);  // reads as zeros past the layer
     let at = row * ROW + col / 4u;
     var x_lo = vec4<f32>(0.0);
     var x_hi = vec4<f32>(0.0);
@@ -140,21 +140,6 @@ fn main(
     store_row(m0 + lid.y + step, n0, step, acc1);
     store_row(m0 + lid.y + 2u * step, n0, step, acc2);
     store_row(m0 + lid.y + 3u * step, n0, step, acc3);
-}
-
-// The weight row that row `row` of workgroup column wg_x's weight tile holds (shape.n, which
-// reads as zeros, past the layer). With SWIGLU: the gate rows of the workgroup's TILE / 2
-// outputs, then their up rows.
-fn tile_weight_row(wg_x: u32, row: u32) -> u32 {
-    if !SWIGLU {
-        return wg_x * TILE + row;
-    }
-    let half = shape.n / 2u;
-    let o = wg_x * (TILE / 2u) + row % (TILE / 2u);
-    if o >= half {
-        return shape.n;
-    }
-    return select(o, half + o, row >= TILE / 2u);
 }
 
 // Token m's results for weight rows n, n + step, n + 2 step, n + 3 step.

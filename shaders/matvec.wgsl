@@ -169,26 +169,12 @@ fn main(
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let lane = lid.x;
-    let n = weight_row(wg.x + wg.y * groups.x, lid.y);
+    let n = block_weight_row(wg.x + wg.y * groups.x, lid.y, ROWS);
     let loads = shape.k / values_per_load();  // 16-byte loads of a weight row's values
     // Each block of 8 token rows reads the workgroup's weight rows again, from cache.
     for (var b0 = 0u; b0 < tokens.m; b0 += 8u) {
         block(b0, min(tokens.m - b0, 8u), n, lane, lid.y, loads);
     }
-}
-
-// The weight row that thread row `row` of workgroup `group` dots (shape.n, none, past the
-// layer). With SWIGLU the gate rows of the workgroup's ROWS / 2 outputs, then their up rows.
-fn weight_row(group: u32, row: u32) -> u32 {
-    if !SWIGLU {
-        return group * ROWS + row;
-    }
-    let half = shape.n / 2u;
-    let o = group * (ROWS / 2u) + row % (ROWS / 2u);
-    if o >= half {
-        return shape.n;
-    }
-    return select(o, half + o, row >= ROWS / 2u);
 }
 
 // With NORM, 1 / rms of token rows b0 .. b0 + 7 (1 without): thread row r sums the squares of

@@ -24,6 +24,15 @@ const FORMATS: [WeightFormat; 8] = [
     WeightFormat::Quant(Quant::Q6_K),
 ];
 
+/// The formats a [_, k] matrix can have (quantized rows are whole blocks); bf16 alone for a
+/// `big` case (lavapipe time).
+fn formats_for(k: usize, big: bool) -> impl Iterator<Item = WeightFormat> {
+    FORMATS.into_iter().filter(move |&format| match format {
+        WeightFormat::Quant(q) => !big && k.is_multiple_of(q.block_type().values()),
+        _ => format == BF16 || !big,
+    })
+}
+
 fn gpu() -> Gpu {
     Gpu::new_blocking(GpuOptions::default()).expect("a Vulkan device (lavapipe in CI)")
 }
@@ -200,15 +209,7 @@ fn linear_with_a_folded_norm_or_swiglu_equals_the_operation_then_linear() {
     let cases: [(usize, usize, usize); 6] =
         [(1, 896, 1152), (3, 1536, 2048), (17, 64, 33), (32, 896, 4864), (5, 512, 129), (1, 4864, 896)];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
-        for format in FORMATS {
-            if let WeightFormat::Quant(q) = format
-                && !k.is_multiple_of(q.block_type().values())
-            {
-                continue;
-            }
-            if format != BF16 && m * k * n > 5_000_000 {
-                continue; // lavapipe time: the big cases stay bf16
-            }
+        for format in formats_for(k, m * k * n > 5_000_000) {
             let seed = 100 + (i * 10) as u64;
             // A residual stream of uneven scale and a norm weight around 1, as in a trained model;
             // gate values spread over silu's curve.
@@ -267,15 +268,7 @@ fn gate_and_up_rows_paired_write_their_swiglu() {
         (2, 256, 5),
     ];
     for (i, &(m, k, inter)) in cases.iter().enumerate() {
-        for format in FORMATS {
-            if let WeightFormat::Quant(q) = format
-                && !k.is_multiple_of(q.block_type().values())
-            {
-                continue;
-            }
-            if format != BF16 && m * k * inter > 2_000_000 {
-                continue; // lavapipe time: the big cases stay bf16
-            }
+        for format in formats_for(k, m * k * inter > 2_000_000) {
             let seed = 200 + (i * 10) as u64;
             let x: Vec<f32> =
                 seeded(seed, m * k, 1.0).iter().enumerate().map(|(j, v)| v * (1 + j % 5) as f32).collect();
