@@ -1,12 +1,13 @@
 // Prefill linear layer (interface in linear.wgsl) for GPUs: x holds all tokens of all sequences.
-// A workgroup computes a TILE x TILE block of y (TILE tokens x TILE weight rows) in steps of BK
-// along K: both tiles go through workgroup memory, and each of its (TILE / 4)^2 threads keeps a
+// A workgroup computes TILE tokens x TILE weight rows (a TILE x TILE block of y; with SWIGLU
+// TILE x TILE / 2) in steps of BK along K: both tiles go through workgroup memory, and each of
+// its (TILE / 4)^2 threads keeps a
 // 4 x 4 block of results in four named vec4 accumulators. (An indexed local array here was left
 // in slow local memory by a real GPU's compiler: 18x slower.) TILE = 32 gives four times more
 // workgroups than 64 and serves small batches, where 64 would leave most of a GPU idle.
 // With SWIGLU a tile's first TILE / 2 weight rows are gate rows and the others the up rows of
 // the same outputs, so each thread holds both halves of its two outputs (see store_swiglu).
-override TILE: u32 = 64u;        // 32 or 64
+override TILE: u32 = 64u;        // 32 or 64: at least 32, so each tile load has a thread
 const BK: u32 = 16u;             // K per step
 const ROW: u32 = 5u;             // vec4s per tile row: BK / 4 + 1 of padding against bank conflicts
 // Tiles row-major, [TILE, BK] plus padding, read 4 k at a time.
@@ -31,9 +32,12 @@ fn x_eight(m: u32, k: u32) -> array<vec4<f32>, 2> {
     );
 }
 
-// Value `at` of x, which is column `col` of its row: zero past K.
+// Value `at` of x, which is column `col` of its row: zero past K (not read).
 fn x_or_zero(at: u32, col: u32) -> f32 {
-    return select(0.0, x_value(at), col < shape.k);
+    if col >= shape.k {
+        return 0.0;
+    }
+    return x_value(at);
 }
 
 // Values k .. k + 7 of weight row n (zero past N or K): one 16-byte load of a 16-bit row where
@@ -61,8 +65,8 @@ fn pair_or_zero(base: u32, p: u32) -> vec2<f32> {
     return weight_pair_at(base, p, shape.k);
 }
 
-// Thread (tx, ty) computes tokens m0 + ty + i * TILE / 4 and weight rows n0 + tx + j * TILE / 4
-// (i, j < 4): neighbouring threads store neighbouring columns.
+// Thread (tx, ty) computes tokens m0 + ty + i * TILE / 4 and tile rows tx + j * TILE / 4 of the
+// weights (i, j < 4): neighbouring threads store neighbouring columns.
 @compute @workgroup_size(TILE / 4u, TILE / 4u)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,
@@ -76,7 +80,7 @@ fn main(
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
     // Tile loads: each of the first TILE * BK / 8 threads (one each: there are (TILE / 4)^2,
-    // more for TILE 32 or 64) brings 8 consecutive values of one row of both tiles, 16 bytes a
+    // as many or more for TILE >= 32) brings 8 consecutive values of one row of both tiles, 16 bytes a
     // load (neighbouring threads: the row's next 8, then the next row). The next step's loads
     // are issued before this step's FMAs, so their latency overlaps them: with few workgroups
     // per compute unit (a small batch) nothing else would hide it. They wait in named vec4s.

@@ -208,7 +208,8 @@ fn inverse_rms(b0: u32, b_count: u32, lane: u32, row: u32) -> array<vec4<f32>, 2
     return array(inverseSqrt(mean[0] / k + shape.eps), inverseSqrt(mean[1] / k + shape.eps));
 }
 
-// Token rows b0 .. b0 + b_count (b_count <= 8) times weight row n, stored.
+// Token rows b0 .. b0 + b_count (b_count <= 8) times weight row n, stored (with SWIGLU, by the
+// thread rows of the gate rows, with their up rows' results).
 fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
     let scales = inverse_rms(b0, b_count, lane, row);
     var lo = vec4<f32>(0.0);

@@ -38,7 +38,8 @@ pub enum MlpInput {
     /// kernels read in pairs to write silu(gate) * up at once ([`crate::ops::Linear::swiglu`]):
     /// where the two share a storage format and bias-ness and fit one storage binding together.
     Paired(GpuLinear),
-    /// The two as stored: CPU-like devices, mixed GGUF block types, too small a binding limit.
+    /// The two as stored: on CPU-like devices, and where they differ in storage format (a GGUF
+    /// file may mix block types), bias-ness or shape, or do not fit one binding together.
     Separate { gate_proj: GpuLinear, up_proj: GpuLinear },
 }
 

@@ -91,6 +91,7 @@ struct LayerOps {
 /// A norm or an activation and the linear layers that read its output: the operation as a pass
 /// of its own, then the layers; or, for the batches matvec serves on GPUs, the layers alone with
 /// the operation folded in ([`Fold`]: a dispatch fewer, and no round trip through memory).
+/// Without a prologue it is just the layers (down_proj after paired gate and up projections).
 struct FoldedLinears {
     prologue: Option<Prologue>,
     layers: Vec<Linear>,

@@ -1,5 +1,6 @@
 //! The attention block's kernels: the KV-cache write and copy, and attention. RoPE has no kernel
-//! of its own: kv_write applies it to the keys and attention to the queries (rotary.wgsl).
+//! of its own: whichever kernel writes the new keys to the cache applies it to them (kv_write,
+//! or in a decode step the split attention), and attention to the queries (rotary.wgsl).
 
 use std::rc::Rc;
 
@@ -88,6 +89,7 @@ pub const ATTENTION_CHUNK: usize = 64;
 /// Longest head the attention kernels hold in workgroup memory.
 const MAX_HEAD_DIM: usize = 256;
 const _: () = assert!(4 * ATTENTION_CHUNK >= MAX_HEAD_DIM, "attention.wgsl: 4 values of a head per thread");
+const _: () = assert!(ATTENTION_CHUNK.is_power_of_two(), "workgroup_reduce.wgsl halves WG");
 
 /// Query heads per workgroup of the barrier-free attention (attention_direct.wgsl's
 /// `WORKGROUP`): one CPU SIMD width of 8 lanes (AVX2 f32).
@@ -229,10 +231,13 @@ impl Attention {
     pub fn encode_path(&self, pass: &mut Pass, m: u32, keys: AttendedKeys, path: AttentionPath) {
         let d = &self.dims;
         let queries = m as usize * d.heads * d.head_dim;
-        let cache = keys.rows as usize * d.kv_heads * d.head_dim * 2;
-        let scores = 4 * d.heads * d.head_dim * keys.pairs as usize;
         let split = path == AttentionPath::Split && m <= SPLIT_MAX_TOKENS;
-        if !(split && keys.decode_step) {
+        let append = split && keys.decode_step;
+        // The new rows, when the split kernel appends them, come from q, not from the cache.
+        let new_rows = if append { m as usize } else { 0 };
+        let cache = (keys.rows as usize).saturating_sub(new_rows) * d.kv_heads * d.head_dim * 2;
+        let scores = 4 * d.heads * d.head_dim * keys.pairs as usize;
+        if !append {
             self.kv_write.encode(pass, m);
         }
         match path {
@@ -240,10 +245,8 @@ impl Attention {
                 let chunks = keys.longest.div_ceil(ATTENTION_CHUNK as u32).max(1);
                 let partial = m as usize * d.heads * chunks as usize * (d.head_dim + 2);
                 // Appending reads the new rows from q and writes them to the cache.
-                let (kernel, appended) = match keys.decode_step {
-                    true => (&self.split_append, 2 * m as usize * d.kv_heads * d.head_dim * 2),
-                    false => (&self.split, 0),
-                };
+                let kernel = if append { &self.split_append } else { &self.split };
+                let appended = 2 * new_rows * d.kv_heads * d.head_dim * 2;
                 let split = work(4 * (queries + cache + partial + appended), scores);
                 pass.dispatch(&kernel.0, &kernel.1, (self.heads, m, chunks), split);
                 let combine = work(4 * (partial + queries), 2 * partial);
