@@ -3,10 +3,12 @@
 // base + 0 ..= base + pos. Query head h reads kv head h / (heads / kv_heads). Keys are scanned in
 // blocks with an online softmax, so any length fits in a fixed amount of workgroup memory.
 // RoPE is applied to the query as it is read (rotary.wgsl); the cached keys have it already.
+// With APPEND (attention_append.wgsl) the token's own key and value come from q's row, and one
+// query head per KV group writes them to the cache.
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;     // [M]: (cache row base, position)
-@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride], before RoPE
-@group(0) @binding(3) var<storage, read> k_cache: array<f32>;        // [rows, kv_heads * D]
-@group(0) @binding(4) var<storage, read> v_cache: array<f32>;        // [rows, kv_heads * D]
+@group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride]: queries, keys, values, before RoPE
+@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
+@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [M, heads * D]
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
@@ -34,6 +36,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var i = tid; i < d; i += WG) {
         qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
     }
+    let new_at = new_key_at(t, kv_off);
+    if APPEND {
+        load_new_key(new_at, pos, tid, WG);
+    }
     workgroupBarrier();
 
     var run_max = -3.4e38;
@@ -43,12 +49,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var acc = vec4<f32>(0.0);
     for (var start = 0u; start < len; start += BLOCK) {
         let n = min(BLOCK, len - start);
+        // With APPEND the last block ends with the token's own key.
+        let has_new = APPEND && start + n == len;
         var local_max = -3.4e38;
         for (var j = tid; j < n; j += WG) {
-            let row = (base + start + j) * kv_width + kv_off;
             var s = 0.0;
-            for (var i = 0u; i < d; i++) {
-                s = fma(qs[i], k_cache[row + i], s);
+            if has_new && j == n - 1u {
+                for (var i = 0u; i < d; i++) {
+                    s = fma(qs[i], new_key[i], s);
+                }
+            } else {
+                let row = (base + start + j) * kv_width + kv_off;
+                for (var i = 0u; i < d; i++) {
+                    s = fma(qs[i], k_cache[row + i], s);
+                }
             }
             scores[j] = s;
             local_max = max(local_max, s);
@@ -65,11 +79,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         run_sum = run_sum * rescale + block_sum;
         run_max = new_max;
         let first = (base + start) * kv_width + kv_off;
+        let fresh = select(NO_NEW, new_at, has_new);
+        let stores = has_new && stores_new_rows(h);
         acc = vec4<f32>(
-            weigh_values(acc.x * rescale, tid, n, first, kv_width),
-            weigh_values(acc.y * rescale, tid + WG, n, first, kv_width),
-            weigh_values(acc.z * rescale, tid + 2u * WG, n, first, kv_width),
-            weigh_values(acc.w * rescale, tid + 3u * WG, n, first, kv_width),
+            weigh_values(acc.x * rescale, tid, n, first, kv_width, fresh, stores),
+            weigh_values(acc.y * rescale, tid + WG, n, first, kv_width, fresh, stores),
+            weigh_values(acc.z * rescale, tid + 2u * WG, n, first, kv_width, fresh, stores),
+            weigh_values(acc.w * rescale, tid + 3u * WG, n, first, kv_width, fresh, stores),
         );
         workgroupBarrier();
     }
@@ -80,15 +96,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     put(out0, tid + 3u * WG, acc.w / run_sum);
 }
 
+// Marks a block without the token's own key (weigh_values' `fresh`).
+const NO_NEW: u32 = 0xffffffffu;
+
 // Output dim i (< D) so far, `a` (already rescaled), plus this block's n probabilities times
-// the value rows starting at word `first` (stride `kv_width`); 0 for i past D.
-fn weigh_values(a: f32, i: u32, n: u32, first: u32, kv_width: u32) -> f32 {
+// the value rows starting at word `first` (stride `kv_width`); 0 for i past D. Unless `fresh`
+// is NO_NEW, the last value is the new one of the key at `fresh` in q (stored with `stores`:
+// new_value).
+fn weigh_values(a: f32, i: u32, n: u32, first: u32, kv_width: u32, fresh: u32, stores: bool) -> f32 {
     if i >= shape.head_dim {
         return 0.0;
     }
+    let cached = select(n, n - 1u, fresh != NO_NEW);
     var s = a;
-    for (var j = 0u; j < n; j++) {
+    for (var j = 0u; j < cached; j++) {
         s = fma(scores[j], v_cache[first + j * kv_width + i], s);
+    }
+    if fresh != NO_NEW {
+        s = fma(scores[n - 1u], new_value(fresh, i, first + (n - 1u) * kv_width + i, stores), s);
     }
     return s;
 }

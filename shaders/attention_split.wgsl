@@ -3,11 +3,8 @@
 // one workgroup per chunk, so a long context spreads over many workgroups instead of making one
 // workgroup walk it all. Each writes its chunk's softmax statistics and unnormalised output;
 // attention_combine.wgsl merges the chunks. Causal GQA as in attention.wgsl.
-// With APPEND (a decode step: each token is the only new one of its sequence, so its own key is
-// the last it attends to) the new keys and values are read from q's row, where the QKV
-// projection left them, instead of the cache: the workgroup whose chunk ends with the new key
-// takes it from there, and the first query head of each KV group writes it (RoPE applied) and
-// its value to the cache, so the step needs no kv_write dispatch.
+// With APPEND (attention_append.wgsl) the workgroup whose chunk ends with the token's own key
+// takes it and its value from q's row, and one query head per KV group writes them to the cache.
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride]: queries, keys, values, before RoPE
 @group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
@@ -15,9 +12,7 @@
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;  // [M, heads, splits, D + 2]
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
-override APPEND: bool = false;
 var<workgroup> qs: array<f32, 256>;     // the query, pre-scaled by 1 / sqrt(D)
-var<workgroup> new_key: array<f32, 256>;  // APPEND: the token's own key, RoPE applied
 var<workgroup> probs: array<f32, WG>;
 var<workgroup> seen: u32;
 
@@ -45,14 +40,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var i = tid; i < d; i += WG) {
         qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
     }
-    // With APPEND, whether this chunk ends with the token's own key (key n - 1), which is then
-    // read from q's row: its keys after the queries, its values after the keys.
+    // With APPEND, whether this chunk ends with the token's own key (key n - 1).
     let has_new = APPEND && pos < start + WG;
-    let new_at = t * shape.q_stride + shape.heads * d + kv_off;
+    let new_at = new_key_at(t, kv_off);
     if has_new {
-        for (var i = tid; i < d; i += WG) {
-            new_key[i] = rotary(q[new_at + i], q[new_at + rotary_partner(i, d)], i, d, pos);
-        }
+        load_new_key(new_at, pos, tid, WG);
     }
     workgroupBarrier();
 
@@ -81,21 +73,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
     let out = ((t * shape.heads + h) * shape.splits + wg.z) * (d + 2u);
     let cached = select(n, n - 1u, has_new);
-    // One query head of each KV group stores the new key and value.
-    let stores_new = has_new && h % (shape.heads / shape.kv_heads) == 0u;
+    let stores = has_new && stores_new_rows(h);
     for (var i = tid; i < d; i += WG) {
         var a = 0.0;
         for (var j = 0u; j < cached; j++) {
             a = fma(probs[j], v_cache[(base + j) * kv_width + kv_off + i], a);
         }
         if has_new {
-            let value = q[new_at + kv_width + i];
-            a = fma(probs[n - 1u], value, a);
-            if stores_new {
-                let at = (base + n - 1u) * kv_width + kv_off + i;
-                k_cache[at] = new_key[i];
-                v_cache[at] = value;
-            }
+            let cache_at = (base + n - 1u) * kv_width + kv_off + i;
+            a = fma(probs[n - 1u], new_value(new_at, i, cache_at, stores), a);
         }
         partial[out + i] = a;
     }

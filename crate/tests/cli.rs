@@ -140,7 +140,7 @@ fn sequence_logprobs_is_an_option_of_b() {
 fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
     let model = fixture("tiny-qwen2").display().to_string();
     for kernels in ["tiled", "direct"] {
-        let args = ["bench", "--model", &model, "--json", "--lengths", "12,40", "--batch-sizes", "1", "--repeats", "1"];
+        let args = ["bench", "--model", &model, "--json", "--lengths", "12,70", "--batch-sizes", "1", "--repeats", "1"];
         let (ok, out, err) = onetoken(&[&args[..], &["--profile", "--kernels", kernels]].concat());
         assert!(ok, "{err}");
         let report: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -159,16 +159,19 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
         let phases = report["profile"]["phases"].as_array().unwrap();
         let names: Vec<(&str, u64)> =
             phases.iter().map(|p| (p["phase"].as_str().unwrap(), p["tokens"].as_u64().unwrap())).collect();
-        assert_eq!(names, [("prefill", 12), ("decode", 1), ("prefill", 40), ("decode", 1)]);
-        for p in phases {
+        assert_eq!(names, [("prefill", 12), ("decode", 1), ("prefill", 70), ("decode", 1)]);
+        for (i, p) in phases.iter().enumerate() {
+            // The decode steps follow 12 prompt tokens (one chunk of keys), then 70 (two).
+            let long_decode = i == 3;
             let dispatches = p["dispatches"].as_array().unwrap();
             // Embedding, 2 layers x 10, gather, norm, head, top-k. RoPE has no dispatch of its
             // own; Q, K and V are one matrix (the tiny model's are bf16 alike). On GPUs gate and
             // up are one layer that writes silu(gate) * up (-2), up to 32 token rows both norms
-            // fold into the matvecs after them (-2), and decode attention is split (+1) and
-            // appends the new keys and values itself (-1: no kv_write).
+            // fold into the matvecs after them (-2), and decode attention appends the new keys
+            // and values itself (-1: no kv_write); past 64 keys it is split and merged (+1).
             let per_layer = match (kernels, p["phase"].as_str().unwrap()) {
-                ("tiled", "decode") => 6,
+                ("tiled", "decode") if long_decode => 6,
+                ("tiled", "decode") => 5,
                 ("tiled", _) if p["tokens"] == 12 => 6,
                 ("tiled", _) => 8,
                 _ => 10,
@@ -189,7 +192,7 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             let count = |kernel: &str| names.iter().filter(|&&n| n == kernel).count();
             match (kernels, p["phase"].as_str().unwrap()) {
                 ("direct", _) => assert_eq!(count("linear_direct"), 11, "{names:?}"),
-                (_, "prefill") if p["tokens"] == 40 => {
+                (_, "prefill") if p["tokens"] == 70 => {
                     assert_eq!((count("matmul"), count("matvec")), (8, 1), "{names:?}")
                 }
                 _ => assert_eq!(count("matvec"), 9, "{names:?}"),
@@ -197,6 +200,8 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             assert_eq!(count("silu_mul"), if kernels == "direct" { 2 } else { 0 }, "{names:?}");
             let decode_on_gpu = kernels == "tiled" && p["phase"] == "decode";
             assert_eq!(count("kv_write"), if decode_on_gpu { 0 } else { 2 }, "{names:?}");
+            let split = usize::from(decode_on_gpu && long_decode) * 2;
+            assert_eq!((count("attention_split"), count("attention_combine")), (split, split), "{names:?}");
             let kernels_ms = p["kernels_ms"].as_f64().unwrap();
             assert!((kernels_ms - sum).abs() < 1e-6 * sum.max(1.0), "{kernels_ms} vs {sum}");
             assert!(kernels_ms > 0.0 && p["gpu_ms"].as_f64().unwrap() > 0.0);

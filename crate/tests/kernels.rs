@@ -452,6 +452,7 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
             // CPU: RoPE on the new queries and keys, write the new rows, then attend per token.
             // (The GPU takes q and k before RoPE and applies it as it reads them.)
             let positions: Vec<u32> = new.iter().map(|&(_, p)| p).collect();
+            let before = (kc.clone(), vc.clone());
             let (q_roped, k_roped) = (roped(&q, w, d, &positions), roped(&k_new, kv_dim, d, &positions));
             for (t, &(base, pos)) in new.iter().enumerate() {
                 let row = (base + pos) as usize;
@@ -479,13 +480,15 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
                 inv_freq: &freq,
             };
             let attn = ops::Attention::new(&gpu, io, dims).unwrap();
-            // Every path on the same batch: one workgroup per (head, token), split keys (in a
-            // decode step appending the new rows itself), one invocation per (head, token). Each
-            // writes the new rows first (the same values again).
+            // Every path on the same batch: split keys, one workgroup per (head, token) (in a
+            // decode step both append the new rows themselves), one invocation per (head, token).
+            // Each starts from the cache as it was before the batch.
             let decode_step = b == 1;
             for path in [ops::AttentionPath::Split, ops::AttentionPath::Whole, ops::AttentionPath::Direct] {
                 let longest = new.iter().map(|&(_, p)| p + 1).max().unwrap();
                 let keys = ops::AttendedKeys { longest, pairs: 0, rows: 0, decode_step };
+                gpu.queue().write_buffer(&kcb, 0, bytemuck::cast_slice(&before.0));
+                gpu.queue().write_buffer(&vcb, 0, bytemuck::cast_slice(&before.1));
                 run(&gpu, |p| attn.encode_path(p, m as u32, keys, path));
                 let what = format!("{path:?} {heads}:{kv_heads}x{d} decode_step={decode_step}");
                 assert_close(

@@ -108,7 +108,8 @@ pub struct AttendedKeys {
     /// Cache rows read at least once: each sequence's keys, summed.
     pub rows: u64,
     /// Every token is the only new one of its sequence (a decode step), so no token attends to
-    /// another's new key: the split attention then appends the new keys and values itself.
+    /// another's new key: the GPU attention kernels then append the new keys and values
+    /// themselves.
     pub decode_step: bool,
 }
 
@@ -149,18 +150,17 @@ pub struct AttentionBuffers<'a> {
 }
 
 /// Causal GQA attention over the cache, after the new keys and values join it. GPUs: in
-/// prefill one workgroup per (head, token) walks the token's keys; in decode (M <= 8) the keys
-/// are split in chunks of [`ATTENTION_CHUNK`], one workgroup per (head, token, chunk), then
-/// merged, so a step's cost barely grows with the context; the split kernel also appends the
-/// new keys and values itself in a decode step (no kv_write dispatch). CPU-like devices
-/// ([`Gpu::direct_kernels`]): one invocation per (head, token), no barriers (theirs are
-/// expensive, and a few threads gain nothing from more workgroups).
+/// prefill one workgroup per (head, token) walks the token's keys; in decode (M <= 8) past one
+/// chunk of [`ATTENTION_CHUNK`] keys, the keys are split in such chunks, one workgroup per
+/// (head, token, chunk), then merged, so a step's cost barely grows with the context. In a
+/// decode step the GPU kernels also append the new keys and values themselves (no kv_write
+/// dispatch). CPU-like devices ([`Gpu::direct_kernels`]): one invocation per (head, token), no
+/// barriers (theirs are expensive, and a few threads gain nothing from more workgroups).
 pub struct Attention {
     kv_write: KvWrite,
-    whole: (Rc<Kernel>, wgpu::BindGroup),
-    split: (Rc<Kernel>, wgpu::BindGroup),
-    /// The split kernel appending the new keys and values (`APPEND`).
-    split_append: (Rc<Kernel>, wgpu::BindGroup),
+    /// Each GPU kernel plain, and appending the new keys and values (`APPEND`).
+    whole: [(Rc<Kernel>, wgpu::BindGroup); 2],
+    split: [(Rc<Kernel>, wgpu::BindGroup); 2],
     combine: (Rc<Kernel>, wgpu::BindGroup),
     direct: (Rc<Kernel>, wgpu::BindGroup),
     heads: u32,
@@ -193,6 +193,7 @@ impl Attention {
             (kernel, group)
         };
         let wg = ("WG", ATTENTION_CHUNK as f64);
+        let append = |on: bool| ("APPEND", f64::from(u8::from(on)));
         let whole = [&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.out, io.inv_freq];
         let split = [&shape, io.token_meta, io.q, io.k_cache, io.v_cache, io.partial, io.inv_freq];
         let (kv_dim, head_dim) = (dims.kv_heads * dims.head_dim, dims.head_dim);
@@ -200,10 +201,9 @@ impl Attention {
         let caches = (io.k_cache, io.v_cache);
         Ok(Self {
             kv_write: KvWrite::new(gpu, io.token_meta, io.inv_freq, new, caches, (kv_dim, head_dim)),
-            whole: with_constants(&ATTENTION, &[wg], &whole),
+            whole: [false, true].map(|on| with_constants(&ATTENTION, &[wg, append(on)], &whole)),
             direct: with_constants(&ATTENTION_DIRECT, &[workgroup(DIRECT_HEADS as u32)], &whole),
-            split: with_constants(&ATTENTION_SPLIT, &[wg], &split),
-            split_append: with_constants(&ATTENTION_SPLIT, &[wg, ("APPEND", 1.0)], &split),
+            split: [false, true].map(|on| with_constants(&ATTENTION_SPLIT, &[wg, append(on)], &split)),
             combine: with_constants(
                 &ATTENTION_COMBINE,
                 &[("CHUNK", ATTENTION_CHUNK as f64)],
@@ -218,9 +218,11 @@ impl Attention {
     /// Encodes the new keys' and values' write to the cache and attention for `m` tokens
     /// attending to `keys`.
     pub fn encode(&self, pass: &mut Pass, m: u32, keys: AttendedKeys) {
+        // Up to one chunk of keys the split would do the whole kernel's work in one workgroup
+        // per (head, token), plus a dispatch to merge one chunk.
         let path = match self.cpu_like {
             true => AttentionPath::Direct,
-            false if m <= SPLIT_MAX_TOKENS => AttentionPath::Split,
+            false if m <= SPLIT_MAX_TOKENS && keys.longest > ATTENTION_CHUNK as u32 => AttentionPath::Split,
             false => AttentionPath::Whole,
         };
         self.encode_path(pass, m, keys, path);
@@ -232,23 +234,23 @@ impl Attention {
         let d = &self.dims;
         let queries = m as usize * d.heads * d.head_dim;
         let split = path == AttentionPath::Split && m <= SPLIT_MAX_TOKENS;
-        let append = split && keys.decode_step;
-        // The new rows, when the split kernel appends them, come from q, not from the cache.
+        let append = keys.decode_step && path != AttentionPath::Direct;
+        // Appended rows are read from q, not from the cache, and written to the cache.
         let new_rows = if append { m as usize } else { 0 };
         let cache = (keys.rows as usize).saturating_sub(new_rows) * d.kv_heads * d.head_dim * 2;
+        let appended = 2 * new_rows * d.kv_heads * d.head_dim * 2;
         let scores = 4 * d.heads * d.head_dim * keys.pairs as usize;
         if !append {
             self.kv_write.encode(pass, m);
         }
+        let kernel = usize::from(append);
         match path {
             _ if split => {
                 let chunks = keys.longest.div_ceil(ATTENTION_CHUNK as u32).max(1);
                 let partial = m as usize * d.heads * chunks as usize * (d.head_dim + 2);
-                // Appending reads the new rows from q and writes them to the cache.
-                let kernel = if append { &self.split_append } else { &self.split };
-                let appended = 2 * new_rows * d.kv_heads * d.head_dim * 2;
+                let (split_kernel, group) = &self.split[kernel];
                 let split = work(4 * (queries + cache + partial + appended), scores);
-                pass.dispatch(&kernel.0, &kernel.1, (self.heads, m, chunks), split);
+                pass.dispatch(split_kernel, group, (self.heads, m, chunks), split);
                 let combine = work(4 * (partial + queries), 2 * partial);
                 pass.dispatch(&self.combine.0, &self.combine.1, (self.heads, m, 1), combine);
             }
@@ -257,7 +259,8 @@ impl Attention {
                 pass.dispatch(&self.direct.0, &self.direct.1, grid, work(4 * (2 * queries + cache), scores))
             }
             _ => {
-                pass.dispatch(&self.whole.0, &self.whole.1, (self.heads, m, 1), work(4 * (2 * queries + cache), scores))
+                let (whole, group) = &self.whole[kernel];
+                pass.dispatch(whole, group, (self.heads, m, 1), work(4 * (2 * queries + cache + appended), scores))
             }
         }
     }

@@ -53,6 +53,9 @@ const ROTARY: &str = include_str!("../../../shaders/rotary.wgsl");
 /// The uniform `Shape` every attention kernel reads (`AttentionShape`).
 const ATTENTION_SHAPE: &str = include_str!("../../../shaders/attention_shape.wgsl");
 
+/// A decode step's new keys and values read from q and appended to the cache by attention.
+const ATTENTION_APPEND: &str = include_str!("../../../shaders/attention_append.wgsl");
+
 /// A workgroup-wide maximum or sum, shared by the attention kernels.
 const WORKGROUP_REDUCE: &str = include_str!("../../../shaders/workgroup_reduce.wgsl");
 
@@ -67,10 +70,14 @@ pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR
 pub const LINEAR_DIRECT: KernelSpec = spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
 pub const KV_WRITE: KernelSpec =
     spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, ReadWrite, ReadWrite, Read]);
-pub const ATTENTION: KernelSpec = spec!("attention", prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
+pub const ATTENTION: KernelSpec = spec!(
+    "attention",
+    prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE, ATTENTION_APPEND],
+    &[Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, Read]
+);
 pub const ATTENTION_SPLIT: KernelSpec = spec!(
     "attention_split",
-    prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE],
+    prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE, ATTENTION_APPEND],
     &[Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, Read]
 );
 pub const ATTENTION_DIRECT: KernelSpec =
