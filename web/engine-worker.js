@@ -11,6 +11,7 @@ let engine = null;
 let wasm = null; // the module's exports: its memory, for the load tests
 let model = null; // {source, info, uncached}
 let lost = null; // why the GPU device was lost, until the next load
+let kernels = null; // 'tiled' or 'direct' when the page chose the linear-kernel family, else by device
 
 function post(message) {
   self.postMessage(message);
@@ -43,12 +44,14 @@ function need(what) {
 /** Opens the GPU device (again, after one was lost). */
 async function openGpu() {
   const adapter = await adapterInfo();
-  gpu = await WebGpu.open(adapter.cpuLike);
+  gpu = await WebGpu.open(kernels ? kernels === 'direct' : adapter.cpuLike);
   return adapter;
 }
 
 const COMMANDS = {
-  async init() {
+  /** `kernels`: 'tiled' or 'direct' to choose the linear-kernel family (else by device). */
+  async init({ kernels: family } = {}) {
+    kernels = ['tiled', 'direct'].includes(family) ? family : null;
     wasm = await init();
     if (!navigator.gpu) {
       throw coded('no_webgpu', 'this browser has no WebGPU (navigator.gpu)');

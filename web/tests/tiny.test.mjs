@@ -192,6 +192,35 @@ test('the 777 preset runs scaled down on this slow device and projects the full 
   assert.match(lines[2], /^All 777 on the article's hosted GPU \(60 ms per 600-token prefill, 30 ms a step\): about \d+ s; latency bound: \d+ ms\.$/);
 });
 
+test('?kernels=tiled runs the GPU family in the page (matmul, matvec, paired gate and up, appending attention), with the same answers', async () => {
+  // SwiftShader would get the barrier-free family: this is how the browser's own shader
+  // compiler sees the kernels a visitor's GPU runs.
+  const tiled = await openTiny('&kernels=tiled');
+  try {
+    const ids = ref.input_ids;
+    const logits = await tiled.page.evaluate((ids) => window.onetoken.logits(ids), ids);
+    assertClose(logits, ref.logits[ids.length - 1], 1e-3, 'tiled page vs HF, last position');
+    const records = await tiled.page.evaluate((r) => window.onetoken.judge({ ...r, strategy: 'all' }), REQUEST);
+    const args = ['judge', '--model', FIXTURE, '--request', 'request.json', '--strategy', 'all', '--kernels', 'tiled'];
+    const want = await native(args, { name: 'request.json', text: JSON.stringify(REQUEST) });
+    records.forEach((got, i) => {
+      assert.deepEqual(got.generated_token_ids, want[i].generated_token_ids, got.strategy);
+      assertClose(got.choice_logits, want[i].choice_logits, 1e-3, `tiled ${got.strategy} choice logits`);
+    });
+    const report = await tiled.page.evaluate(() =>
+      window.onetoken.bench({ lengths: [12, 70], batch_sizes: [1], repeats: 1, profile: true }));
+    assert.equal(report.device.kernels, 'tiled');
+    // Embedding, 2 layers, gather, norm, LM head, top-k. A layer: 6 dispatches in a 12-token
+    // prefill (norms folded into matvec), 8 in a 70-token one (matmul), 5 in a decode step after
+    // 12 keys (attention appends the new keys itself) and 6 after 70 (split and merged).
+    const perLayer = report.profile.phases.map((p) => (p.dispatch_count - 5) / 2);
+    assert.deepEqual(perLayer, [6, 5, 8, 6]);
+    assert.deepEqual(tiled.errors, []);
+  } finally {
+    await tiled.browser.close();
+  }
+});
+
 test('no console errors', () => {
   assert.deepEqual(errors, []);
 });
