@@ -1,7 +1,7 @@
 // Rotary position embedding as HF Qwen2 applies it (rotate-half): within each head of D values,
 // the pair (x[i], x[i + D/2]) is rotated by the angle pos * inv_freq[i]. Prepended to the kernels
-// that apply it as they read (kv_write for keys, the attention kernels for queries, and the split
-// attention for the keys it appends in a decode step), so it costs no pass of its own; each declares `inv_freq: array<f32>` ([D / 2], made on the CPU: GPU pow is
+// that apply it as they read (kv_write for keys, the attention kernels for queries and for the
+// keys they append in a decode step: attention_append.wgsl), so it costs no pass of its own; each declares `inv_freq: array<f32>` ([D / 2], made on the CPU: GPU pow is
 // too coarse once multiplied by a 32k position).
 
 // GPU sin/cos lose accuracy far from zero (positions reach 32k radians), so bring the angle

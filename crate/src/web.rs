@@ -68,11 +68,11 @@ pub struct WebGpu(Rc<Gpu>);
 
 #[wasm_bindgen]
 impl WebGpu {
-    /// Opens the device; fails with a message naming what is missing. `cpu_like`: the adapter
-    /// is a CPU implementation (SwiftShader; the browser tells JS, not wgpu), so the linear
-    /// layers use the barrier-free kernels.
-    pub async fn open(cpu_like: bool) -> Result<WebGpu, JsValue> {
-        let kernels = Some(if cpu_like { KernelFamily::Direct } else { KernelFamily::Tiled });
+    /// Opens the device; fails with a message naming what is missing. `direct`: use the
+    /// barrier-free kernel family, as for a CPU implementation such as SwiftShader (the browser
+    /// tells JS, not wgpu, what the adapter is), or as the page's `?kernels=direct` asks.
+    pub async fn open(direct: bool) -> Result<WebGpu, JsValue> {
+        let kernels = Some(if direct { KernelFamily::Direct } else { KernelFamily::Tiled });
         Ok(Self(Rc::new(Gpu::new(GpuOptions { kernels, ..Default::default() }).await.map_err(js)?)))
     }
 

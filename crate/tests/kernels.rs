@@ -430,13 +430,17 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
         let kv_dim = kv_heads * d;
         // Sequence A: 300 cached + 3 new tokens at rows 0..; sequence B: 2 new tokens at 400..
         // (300 > the shader's 256-key block, so the online softmax crosses blocks). Then a
-        // decode step of both: one new token each, A's at 303 (the middle of a 64-key chunk of
-        // the split attention), B's at 64 (the first of one; rows 2..64 as cached).
-        let b_base = 400u32;
-        let rows = b_base as usize + 65;
+        // decode step of both and two more: one new token each, A's at 303 (the middle of a
+        // 64-key chunk of the split attention), B's at 64 (the first of one; rows 2..64 as
+        // cached), C's at 255 and D's at 256 (the last of the whole kernel's first 256-key block,
+        // and alone in its second).
+        let (b_base, c_base, d_base) = (400u32, 500u32, 800u32);
+        let rows = d_base as usize + 257;
         let (k_cache, v_cache) = (seeded(11, rows * kv_dim, 1.0), seeded(12, rows * kv_dim, 1.0));
-        let batches: [&[(u32, u32)]; 2] =
-            [&[(0, 300), (0, 301), (0, 302), (b_base, 0), (b_base, 1)], &[(0, 303), (b_base, 64)]];
+        let batches: [&[(u32, u32)]; 2] = [
+            &[(0, 300), (0, 301), (0, 302), (b_base, 0), (b_base, 1)],
+            &[(0, 303), (b_base, 64), (c_base, 255), (d_base, 256)],
+        ];
         let (kcb, vcb) = (gpu.storage_from("kc", &k_cache), gpu.storage_from("vc", &v_cache));
         let (mut kc, mut vc) = (k_cache.clone(), v_cache.clone());
         let w = heads * d;

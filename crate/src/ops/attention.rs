@@ -1,6 +1,7 @@
 //! The attention block's kernels: the KV-cache write and copy, and attention. RoPE has no kernel
 //! of its own: whichever kernel writes the new keys to the cache applies it to them (kv_write,
-//! or in a decode step the split attention), and attention to the queries (rotary.wgsl).
+//! or in a decode step the attention kernels: attention_append.wgsl), and attention to the
+//! queries (rotary.wgsl).
 
 use std::rc::Rc;
 
@@ -95,7 +96,8 @@ const _: () = assert!(ATTENTION_CHUNK.is_power_of_two(), "workgroup_reduce.wgsl 
 /// `WORKGROUP`): one CPU SIMD width of 8 lanes (AVX2 f32).
 const DIRECT_HEADS: usize = 8;
 
-/// Batches of at most this many tokens (decode) take the split attention.
+/// Batches of at most this many tokens (decode) take the split attention, when a token sees
+/// more than [`ATTENTION_CHUNK`] keys.
 const SPLIT_MAX_TOKENS: u32 = 8;
 
 /// How many keys a batch's tokens attend to (from the batch plan).
@@ -108,7 +110,7 @@ pub struct AttendedKeys {
     /// Cache rows read at least once: each sequence's keys, summed.
     pub rows: u64,
     /// Every token is the only new one of its sequence (a decode step), so no token attends to
-    /// another's new key: the GPU attention kernels then append the new keys and values
+    /// another's new key: the whole and split kernels then append the new keys and values
     /// themselves.
     pub decode_step: bool,
 }
@@ -153,7 +155,7 @@ pub struct AttentionBuffers<'a> {
 /// prefill one workgroup per (head, token) walks the token's keys; in decode (M <= 8) past one
 /// chunk of [`ATTENTION_CHUNK`] keys, the keys are split in such chunks, one workgroup per
 /// (head, token, chunk), then merged, so a step's cost barely grows with the context. In a
-/// decode step the GPU kernels also append the new keys and values themselves (no kv_write
+/// decode step the whole and split kernels also append the new keys and values (no kv_write
 /// dispatch). CPU-like devices ([`Gpu::direct_kernels`]): one invocation per (head, token), no
 /// barriers (theirs are expensive, and a few threads gain nothing from more workgroups).
 pub struct Attention {
