@@ -76,14 +76,16 @@ fn greedy_matches_hf(mut model: Model) {
 fn decode_with_the_cache_equals_a_fresh_prefill_of_the_longer_sequence() {
     let r = tiny_ref();
     let input = ids(&r["input_ids"]);
-    let mut model = tiny_model(None);
-    block(model.prefill(&[Sequence { slot: 1, tokens: &input[..12] }], Readout::ARGMAX)).unwrap();
-    let mut last = Vec::new();
-    for &t in &input[12..] {
-        last = block(model.decode(&[(1, t)], LOGITS_LAST)).unwrap().rows.remove(0).logits;
+    for family in [KernelFamily::Tiled, KernelFamily::Direct] {
+        let mut model = tiny_model_with(None, Some(family));
+        block(model.prefill(&[Sequence { slot: 1, tokens: &input[..12] }], Readout::ARGMAX)).unwrap();
+        let mut last = Vec::new();
+        for &t in &input[12..] {
+            last = block(model.decode(&[(1, t)], LOGITS_LAST)).unwrap().rows.remove(0).logits;
+        }
+        let fresh = block(model.prefill(&[Sequence { slot: 2, tokens: &input }], LOGITS_LAST)).unwrap();
+        assert_close(&last, &fresh.rows[0].logits, 1e-4, 1e-4, &format!("{family:?} decoded vs fresh prefill"));
     }
-    let fresh = block(model.prefill(&[Sequence { slot: 2, tokens: &input }], LOGITS_LAST)).unwrap();
-    assert_close(&last, &fresh.rows[0].logits, 1e-4, 1e-4, "decoded vs fresh prefill");
 }
 
 #[test]
@@ -91,18 +93,21 @@ fn a_ragged_batch_equals_each_sequence_alone() {
     let r = tiny_ref();
     let input = ids(&r["input_ids"]);
     let seqs: [&[u32]; 3] = [&input[..5], &input, &input[3..12]];
-    let mut model = tiny_model(None);
-    let batch: Vec<Sequence> = seqs.iter().enumerate().map(|(slot, t)| Sequence { slot, tokens: t }).collect();
-    let together = block(model.prefill(&batch, LOGITS_LAST)).unwrap();
-    // A decode step for all three at once, too (the matvec path with B = 3).
-    let steps = [(0, 7), (1, 9), (2, 11)];
-    let together_next = block(model.decode(&steps, LOGITS_LAST)).unwrap();
-    for (i, tokens) in seqs.iter().enumerate() {
-        let mut alone = tiny_model(None);
-        let one = block(alone.prefill(&[Sequence { slot: 0, tokens }], LOGITS_LAST)).unwrap();
-        assert_close(&together.rows[i].logits, &one.rows[0].logits, 1e-4, 1e-4, &format!("batch row {i}"));
-        let next = block(alone.decode(&[(0, steps[i].1)], LOGITS_LAST)).unwrap();
-        assert_close(&together_next.rows[i].logits, &next.rows[0].logits, 1e-4, 1e-4, &format!("decode row {i}"));
+    for family in [KernelFamily::Tiled, KernelFamily::Direct] {
+        let mut model = tiny_model_with(None, Some(family));
+        let batch: Vec<Sequence> = seqs.iter().enumerate().map(|(slot, t)| Sequence { slot, tokens: t }).collect();
+        let together = block(model.prefill(&batch, LOGITS_LAST)).unwrap();
+        // A decode step for all three at once, too (B = 3: each appends its own key).
+        let steps = [(0, 7), (1, 9), (2, 11)];
+        let together_next = block(model.decode(&steps, LOGITS_LAST)).unwrap();
+        for (i, tokens) in seqs.iter().enumerate() {
+            let what = |part: &str| format!("{family:?} {part} row {i}");
+            let mut alone = tiny_model_with(None, Some(family));
+            let one = block(alone.prefill(&[Sequence { slot: 0, tokens }], LOGITS_LAST)).unwrap();
+            assert_close(&together.rows[i].logits, &one.rows[0].logits, 1e-4, 1e-4, &what("batch"));
+            let next = block(alone.decode(&[(0, steps[i].1)], LOGITS_LAST)).unwrap();
+            assert_close(&together_next.rows[i].logits, &next.rows[0].logits, 1e-4, 1e-4, &what("decode"));
+        }
     }
 }
 
@@ -178,37 +183,51 @@ fn bad_batches_are_refused_before_any_work() {
 fn shared_prefix_copy_then_continue_equals_a_full_prefill() {
     let r = tiny_ref();
     let input = ids(&r["input_ids"]);
-    let mut model = tiny_model(None);
-    block(model.prefill(&[Sequence { slot: 0, tokens: &input[..10] }], Readout::ARGMAX)).unwrap();
-    model.share_prefix(0, 3, 10).unwrap();
-    let cont = block(model.prefill(&[Sequence { slot: 3, tokens: &input[10..] }], LOGITS_LAST)).unwrap();
-    let full = block(model.prefill(&[Sequence { slot: 1, tokens: &input }], LOGITS_LAST)).unwrap();
-    assert_close(&cont.rows[0].logits, &full.rows[0].logits, 1e-4, 1e-4, "shared prefix");
+    for family in [KernelFamily::Tiled, KernelFamily::Direct] {
+        let mut model = tiny_model_with(None, Some(family));
+        block(model.prefill(&[Sequence { slot: 0, tokens: &input[..10] }], Readout::ARGMAX)).unwrap();
+        model.share_prefix(0, 3, 10).unwrap();
+        let cont = block(model.prefill(&[Sequence { slot: 3, tokens: &input[10..] }], LOGITS_LAST)).unwrap();
+        let full = block(model.prefill(&[Sequence { slot: 1, tokens: &input }], LOGITS_LAST)).unwrap();
+        assert_close(&cont.rows[0].logits, &full.rows[0].logits, 1e-4, 1e-4, &format!("{family:?} shared prefix"));
+    }
 }
 
-/// The real Qwen2.5-0.5B shapes with synthetic weights: GPU top-5 equal to the CPU reference.
+/// The real Qwen2.5-0.5B shapes with synthetic weights: GPU top-5 equal to the CPU reference,
+/// after a prompt and after a decode step, with either kernel family (the GPU family pairs
+/// gate and up at 4,864 rows each and appends the decode step's keys in attention).
 #[test]
 fn synthetic_qwen2_5_0_5b_top5_matches_the_cpu_reference() {
     let config = onetoken::Qwen2Config::qwen2_5_0_5b();
     let prompt = [9707u32, 11, 1879, 0, 785, 3974, 13876, 38835];
-    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
-    let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
-    let options = ModelOptions { max_tokens: 16, kv_slots: 1, kv_capacity: 16, max_rows: 1, max_choice_ids: 8 };
-    let mut model = Model::new(gpu, weights, options).unwrap();
-    let gpu_out = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
-    drop(model);
-
+    let next = 1234u32;
     let cpu = CpuModel::from_tensors(config.clone(), onetoken::synthetic::cpu_tensors(&config)).unwrap();
-    let cpu_out = cpu.forward(&prompt, &mut CpuKvCache::new(&config), Logits::Last).unwrap();
+    let mut cache = CpuKvCache::new(&config);
+    let cpu_prompt = cpu.forward(&prompt, &mut cache, Logits::Last).unwrap().logits;
+    let cpu_next = cpu.forward(&[next], &mut cache, Logits::Last).unwrap().logits;
     let top5 = |l: &[f32]| {
         let mut order: Vec<usize> = (0..l.len()).collect();
         order.sort_by(|&a, &b| l[b].total_cmp(&l[a]));
         order.truncate(5);
         order
     };
-    let (g, c) = (&gpu_out.rows[0].logits, &cpu_out.logits);
-    eprintln!("GPU top-5 {:?}, CPU top-5 {:?}", top5(g), top5(c));
-    assert_eq!(top5(g), top5(c));
-    assert_eq!(argmax(g), argmax(c));
-    assert_close(g, c, 2e-3, 2e-3, "synthetic 0.5B logits");
+    for family in [KernelFamily::Tiled, KernelFamily::Direct] {
+        let gpu = Rc::new(Gpu::new_blocking(GpuOptions { kernels: Some(family), ..Default::default() }).unwrap());
+        let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
+        let paired = weights.layers().iter().all(|l| matches!(l.mlp_input, MlpInput::Paired(_)));
+        assert_eq!(paired, family == KernelFamily::Tiled);
+        let options = ModelOptions { max_tokens: 16, kv_slots: 1, kv_capacity: 16, max_rows: 1, max_choice_ids: 8 };
+        let mut model = Model::new(gpu, weights, options).unwrap();
+        let gpu_prompt = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
+        let gpu_next = block(model.decode(&[(0, next)], LOGITS_LAST)).unwrap();
+        for (what, g, c) in
+            [("prompt", &gpu_prompt.rows[0].logits, &cpu_prompt), ("decode", &gpu_next.rows[0].logits, &cpu_next)]
+        {
+            let what = format!("synthetic 0.5B {family:?} {what}");
+            eprintln!("{what}: GPU top-5 {:?}, CPU top-5 {:?}", top5(g), top5(c));
+            assert_eq!(top5(g), top5(c), "{what}");
+            assert_eq!(argmax(g), argmax(c), "{what}");
+            assert_close(g, c, 2e-3, 2e-3, &what);
+        }
+    }
 }
