@@ -53,17 +53,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         let has_new = APPEND && start + n == len;
         var local_max = -3.4e38;
         for (var j = tid; j < n; j += WG) {
-            var s = 0.0;
-            if has_new && j == n - 1u {
-                for (var i = 0u; i < d; i++) {
-                    s = fma(qs[i], new_key[i], s);
-                }
-            } else {
-                let row = (base + start + j) * kv_width + kv_off;
-                for (var i = 0u; i < d; i++) {
-                    s = fma(qs[i], k_cache[row + i], s);
-                }
-            }
+            let s = key_score((base + start + j) * kv_width + kv_off, has_new && j == n - 1u);
             scores[j] = s;
             local_max = max(local_max, s);
         }

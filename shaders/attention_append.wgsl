@@ -3,7 +3,8 @@
 // to the cache on the way: with APPEND, attention needs no kv_write dispatch before it.
 // In a decode step each token is the only new one of its sequence, so the only new key it
 // attends to is its own, the last (position pos). Prepended to attention and attention_split,
-// which declare q, k_cache (read_write), v_cache (read_write) and inv_freq (rotary.wgsl).
+// which declare q, k_cache (read_write), v_cache (read_write), inv_freq (rotary.wgsl) and qs
+// (the query, RoPE applied and pre-scaled).
 override APPEND: bool = false;
 var<workgroup> new_key: array<f32, 256>;  // the token's own key, RoPE applied
 
@@ -31,6 +32,22 @@ fn new_value(at: u32, i: u32, cache_at: u32, stores: bool) -> f32 {
         v_cache[cache_at] = value;
     }
     return value;
+}
+
+// The query (the kernel's qs: RoPE applied, pre-scaled) times the key of the cache row starting
+// at word `row_at`, or with `own` times the token's own key (new_key).
+fn key_score(row_at: u32, own: bool) -> f32 {
+    var s = 0.0;
+    if own {
+        for (var i = 0u; i < shape.head_dim; i++) {
+            s = fma(qs[i], new_key[i], s);
+        }
+    } else {
+        for (var i = 0u; i < shape.head_dim; i++) {
+            s = fma(qs[i], k_cache[row_at + i], s);
+        }
+    }
+    return s;
 }
 
 // Whether query head h is the one of its KV group that writes the new rows.

@@ -50,18 +50,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
     var score = -3.4e38;
     if tid < n {
-        var s = 0.0;
-        if has_new && tid == n - 1u {
-            for (var i = 0u; i < d; i++) {
-                s = fma(qs[i], new_key[i], s);
-            }
-        } else {
-            let row = (base + tid) * kv_width + kv_off;
-            for (var i = 0u; i < d; i++) {
-                s = fma(qs[i], k_cache[row + i], s);
-            }
-        }
-        score = s;
+        score = key_score((base + tid) * kv_width + kv_off, has_new && tid == n - 1u);
     }
     let chunk_max = reduce(score, tid, true);
     var p = 0.0;

@@ -50,6 +50,37 @@ fn block_weight_row(group: u32, row: u32, rows: u32) -> u32 {
     return select(o, half + o, row >= rows / 2u);
 }
 
+// The scale and min of quantized block b (32 values) of the row starting at word `base` (min 0
+// but for Q4_K; for Q6_K, the scales times d of the block's two halves of 16).
+fn block_scale_min(base: u32, b: u32) -> vec2<f32> {
+    if DTYPE == 7u {
+        let head = base + quant_words(shape.k) + b / 8u * 5u;
+        let t = 2u * (b % 8u);  // the first half's scale; both are in one word
+        let scales = weight_word(head + t / 4u);
+        let d = weight_word(head + 4u);
+        return vec2<f32>(q6k_scale(scales, d, t), q6k_scale(scales, d, t + 1u));
+    }
+    if DTYPE == 6u {
+        let head = base + quant_words(shape.k) + b / 8u * 4u;  // 16-byte aligned
+        return q4k_scale_min(w[head / 4u], b % 8u);
+    }
+    return vec2<f32>(pick_scale(weight_word(base + quant_words(shape.k) + b / 2u), b), 0.0);
+}
+
+// The extra bits of quantized block b of the row starting at word `base`: a Q5_0 block's fifth
+// bits, or the high 2 bits of a Q6_K block's two halves of 16 (a word each); 0 for other formats.
+fn block_high_bits(base: u32, b: u32) -> vec2<u32> {
+    if DTYPE == 5u {
+        return vec2<u32>(weight_word(fifth_bits_at(base, shape.k, b)), 0u);
+    }
+    if DTYPE == 7u {
+        let at = base + shape.k / 8u + 2u * b;  // even: both words in one 16-byte load
+        let pair = w[at / 4u];
+        return select(pair.xy, pair.zw, at % 4u == 2u);
+    }
+    return vec2<u32>(0u);
+}
+
 // Writes the dot product of token row m and weight row n, adding the bias and, with
 // ACCUMULATE, what y held. Out-of-range (m, n) are skipped.
 fn store(m: u32, n: u32, dot_product: f32) {

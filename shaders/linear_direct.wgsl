@@ -105,14 +105,7 @@ fn block_quants(base: u32, b: u32) -> BlockQuants {
         return q;
     }
     q.lo = w[base / 4u + b];
-    if DTYPE == 5u {
-        q.high.x = weight_word(fifth_bits_at(base, shape.k, b));
-    }
-    if DTYPE == 7u {
-        let at = base + shape.k / 8u + 2u * b;  // even: both words in one 16-byte load
-        let pair = w[at / 4u];
-        q.high = select(pair.xy, pair.zw, at % 4u == 2u);
-    }
+    q.high = block_high_bits(base, b);
     return q;
 }
 
@@ -136,23 +129,6 @@ fn quant_eight(q: BlockQuants, e: u32) -> array<vec4<f32>, 2> {
         return array(unpack_q6_lo(word, high), unpack_q6_hi(word, high));
     }
     return array(unpack_q4_lo(word), unpack_q4_hi(word));
-}
-
-// The scale and min of block b of the row starting at word `base` (min 0 but for Q4_K; for
-// Q6_K, the scales times d of the block's two halves of 16).
-fn block_scale_min(base: u32, b: u32) -> vec2<f32> {
-    if DTYPE == 7u {
-        let head = base + quant_words(shape.k) + b / 8u * 5u;
-        let t = 2u * (b % 8u);
-        let scales = weight_word(head + t / 4u);
-        let d = weight_word(head + 4u);
-        return vec2<f32>(q6k_scale(scales, d, t), q6k_scale(scales, d, t + 1u));
-    }
-    if DTYPE == 6u {
-        let head = base + quant_words(shape.k) + b / 8u * 4u;  // 16-byte aligned
-        return q4k_scale_min(w[head / 4u], b % 8u);
-    }
-    return vec2<f32>(pick_scale(weight_word(base + quant_words(shape.k) + b / 2u), b), 0.0);
 }
 
 // Quantized rows, a block of 32 values loaded at a time and used 8 values a step; each row's block scale (and Q4_K min, or Q6_K second scale)

@@ -98,47 +98,13 @@ fn q6_dot(b: u32, i: u32, lo: u32, hi: u32, high: u32, half: u32) -> f32 {
         + dot(unpack_q6_lo(hi, high >> 16u), xs(b, j + 2u)) + dot(unpack_q6_hi(hi, high >> 16u), xs(b, j + 3u));
 }
 
-// The extra bits of load i of the row starting at word `base`: a Q5_0 block's fifth bits, or
-// the high 2 bits of a Q6_K load's two blocks of 16 (one word each); 0 for other formats.
-fn load_bits(base: u32, i: u32) -> vec2<u32> {
-    switch DTYPE {
-        case 5u: {
-            let at = fifth_bits_at(base, shape.k, i);
-            return vec2<u32>(w[at / 4u][at % 4u], 0u);
-        }
-        case 7u: {
-            let at = base + shape.k / 8u + 2u * i;  // even: both words in one 16-byte load
-            let pair = w[at / 4u];
-            return select(pair.xy, pair.zw, at % 4u == 2u);
-        }
-        default: {
-            return vec2<u32>(0u);
-        }
-    }
-}
-
-// The scale and min of load i of the row starting at word `base`: (1, 0) for float rows,
-// (the block's scale, 0) for Q8_0, Q5_0 and Q4_0, a Q4_K block's scale and min, and for
-// Q6_K the scales (times d) of the load's two blocks of 16.
+// The scale and min of load i of the row starting at word `base`: (1, 0) for float rows, else
+// its block's (block_scale_min; a Q8_0 load is half a block, the others a whole one).
 fn load_scale_min(base: u32, i: u32) -> vec2<f32> {
     if DTYPE < 3u {
         return vec2<f32>(1.0, 0.0);
     }
-    if DTYPE == 7u {
-        let head = base + quant_words(shape.k) + i / 8u * 5u;
-        let t = 2u * (i % 8u);  // the first block of 16; both scales are in one word
-        let at = head + t / 4u;
-        let scales = w[at / 4u][at % 4u];
-        let d = w[(head + 4u) / 4u][(head + 4u) % 4u];
-        return vec2<f32>(q6k_scale(scales, d, t), q6k_scale(scales, d, t + 1u));
-    }
-    if DTYPE == 6u {
-        let head = base + quant_words(shape.k) + i / 8u * 4u;  // 16-byte aligned
-        return q4k_scale_min(w[head / 4u], i % 8u);
-    }
-    let block = select(i, i / 2u, DTYPE == 3u);
-    let at = base + quant_words(shape.k) + block / 2u;
-    return vec2<f32>(pick_scale(w[at / 4u][at % 4u], block), 0.0);
+    return block_scale_min(base, select(i, i / 2u, DTYPE == 3u));
 }
 
 // The sum of token row b's values under load i (a Q4_K block's min multiplies it).
@@ -150,7 +116,7 @@ fn row_sum(b: u32, i: u32) -> f32 {
 }
 
 // Token row b times load i of a weight row, scaled: `sm` is the load's scale and min (see
-// load_scale_min), `bits` its extra bits (see load_bits).
+// load_scale_min), `bits` its extra bits (see block_high_bits).
 fn load_dot(b: u32, i: u32, wv: vec4<u32>, bits: vec2<u32>, sm: vec2<f32>) -> f32 {
     if DTYPE == 7u {
         return sm.x * q6_dot(b, i, wv.x, wv.y, bits.x, 0u) + sm.y * q6_dot(b, i, wv.z, wv.w, bits.y, 1u);
@@ -219,7 +185,7 @@ fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
         for (var i = lane; i < loads; i += LANES) {
             let wv = w[base / 4u + i];
             let sm = load_scale_min(base, i);
-            let h = load_bits(base, i);
+            let h = block_high_bits(base, i);
             lo.x += load_dot(b0, i, wv, h, sm);
             if b_count > 1u { lo.y += load_dot(b0 + 1u, i, wv, h, sm); }
             if b_count > 2u { lo.z += load_dot(b0 + 2u, i, wv, h, sm); }

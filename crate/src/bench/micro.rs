@@ -7,7 +7,7 @@ use crate::clock::now_ms;
 use crate::error::Result;
 use crate::gpu::Binding::*;
 use crate::gpu::{Dispatcher, Gpu, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
-use crate::ops::{Linear, LinearBuffers, Store, fill_synthetic};
+use crate::ops::{Linear, LinearBuffers, Store, fill_synthetic, workgroup};
 use crate::quant::WeightFormat;
 use crate::weights::Dtype;
 
@@ -63,8 +63,8 @@ async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)
 pub async fn microbenchmarks(gpu: &Gpu) -> Result<Micro> {
     let bytes = (64u64 << 20).min(gpu.max_binding() / 16 * 16);
     let (src, dst) = (gpu.storage("copy src", bytes), gpu.storage("copy dst", bytes));
-    let workgroup = [("WORKGROUP", f64::from(PROBE_WORKGROUP))];
-    let copy = gpu.kernel(&COPY, &workgroup);
+    let probe_workgroup = [workgroup(PROBE_WORKGROUP)];
+    let copy = gpu.kernel(&COPY, &probe_workgroup);
     let group = gpu.bind(&copy, &[&src, &dst]);
     let groups = ((bytes / 16).div_ceil(u64::from(PROBE_WORKGROUP)) as u32).min(4096);
     let dispatch = |p: &mut Dispatcher| p.dispatch(&copy, &group, (groups, 1, 1), Work::default());
@@ -73,7 +73,7 @@ pub async fn microbenchmarks(gpu: &Gpu) -> Result<Micro> {
     let copy_gbps = 2.0 * bytes as f64 / (copy_ms * 1e6);
 
     let (threads, iters) = (PROBE_WORKGROUP * 1024, 512u32);
-    let fma = gpu.kernel(&FMA, &workgroup);
+    let fma = gpu.kernel(&FMA, &probe_workgroup);
     let shape = gpu.uniform("fma", &[iters, 0, 0, 0]);
     let out = gpu.storage("fma out", u64::from(threads) * 4);
     let group = gpu.bind(&fma, &[&shape, &out]);

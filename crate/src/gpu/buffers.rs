@@ -34,7 +34,7 @@ impl PackedMatrix {
             q.check_cols(name, cols)?;
         }
         let row_bytes = format.row_bytes(cols) as u64;
-        let rows_per_chunk = (gpu.weight_chunk_bytes / row_bytes).max(1) as usize;
+        let rows_per_chunk = Self::rows_per_chunk(gpu, row_bytes);
         gpu.check_binding(name, row_bytes)?;
         let chunks = (0..rows)
             .step_by(rows_per_chunk)
@@ -51,6 +51,11 @@ impl PackedMatrix {
             })
             .collect();
         Ok(Self { rows, cols, format, chunks })
+    }
+
+    /// Rows of `row_bytes` each that one chunk holds on `gpu` (at least 1).
+    pub fn rows_per_chunk(gpu: &Gpu, row_bytes: u64) -> usize {
+        (gpu.weight_chunk_bytes / row_bytes).max(1) as usize
     }
 
     pub fn rows(&self) -> usize {

@@ -161,7 +161,7 @@ fn fuse_qkv(gpu: &Gpu, name: &str, parts: [GpuLinear; 3]) -> Result<Vec<GpuLinea
 /// else as they are.
 fn pair_gate_up(gpu: &Gpu, name: &str, gate_proj: GpuLinear, up_proj: GpuLinear) -> Result<MlpInput> {
     let (gate, up) = (&gate_proj.weight, &up_proj.weight);
-    let one_binding = (gate.rows() + up.rows()) as u64 * gate.row_bytes() <= gpu.weight_chunk_bytes;
+    let one_binding = gate.rows() + up.rows() <= PackedMatrix::rows_per_chunk(gpu, gate.row_bytes());
     if gpu.direct_kernels() || gate.rows() != up.rows() || !one_binding || !fusible(&[&gate_proj, &up_proj]) {
         return Ok(MlpInput::Separate { gate_proj, up_proj });
     }

@@ -80,7 +80,7 @@ struct LayerOps {
     /// are one matrix: [`GpuLayer::qkv_proj`](crate::gpu::GpuLayer)).
     attention_input: FoldedLinears,
     attention: Attention,
-    o_proj: Linear,
+    o_proj: FoldedLinears,
     /// post_attention_layernorm, then gate_proj and up_proj: as one layer that writes
     /// silu(gate) * up where the weights are paired ([`MlpInput`]).
     mlp_input: FoldedLinears,
@@ -91,7 +91,7 @@ struct LayerOps {
 /// A norm or an activation and the linear layers that read its output: the operation as a pass
 /// of its own, then the layers; or, for the batches matvec serves on GPUs, the layers alone with
 /// the operation folded in ([`Fold`]: a dispatch fewer, and no round trip through memory).
-/// Without a prologue it is just the layers (down_proj after paired gate and up projections).
+/// Without a prologue it is just the layers (o_proj; down_proj after paired gate and up).
 struct FoldedLinears {
     prologue: Option<Prologue>,
     layers: Vec<Linear>,
@@ -141,7 +141,7 @@ impl FoldedLinears {
     ) -> Result<Self> {
         let unfolded = |t: &Target<'a>| {
             t.linear(g, tokens, t.x, None)
-                .ok_or_else(|| Error::Gpu("paired gate and up projections need the GPU family's kernels".into()))
+                .ok_or_else(|| Error::Gpu("these weights pair gate_proj and up_proj, which only the tiled kernels run: load them on the device (and kernel family) that runs the model".into()))
         };
         let layers = targets.iter().map(unfolded).collect::<Result<_>>()?;
         let folded = prologue
@@ -181,8 +181,7 @@ struct Activations {
     qkv: wgpu::Buffer,    // [M, hidden + 2 kv_dim]: queries, keys, values
     attn: wgpu::Buffer,   // [M, hidden]
     gate: wgpu::Buffer,   // [M, intermediate]: silu(gate) * up (first the gate, if separate)
-    /// [M, intermediate], where some layer's gate and up projections are separate matrices.
-    up: Option<wgpu::Buffer>,
+    up: wgpu::Buffer,     // [M, intermediate] where a layer's gate and up are separate, else unused
 }
 
 impl Activations {
@@ -195,7 +194,7 @@ impl Activations {
             qkv: act("qkv", h + 2 * kv),
             attn: act("attn", h),
             gate: act("gate", i),
-            up: separate_up.then(|| act("up", i)),
+            up: act("up", if separate_up { i } else { 0 }),
         }
     }
 }
@@ -205,7 +204,7 @@ impl Activations {
 // replaced would hold its GPU memory until a collection ran.
 impl Drop for Activations {
     fn drop(&mut self) {
-        for b in [&self.x, &self.normed, &self.qkv, &self.attn, &self.gate].into_iter().chain(&self.up) {
+        for b in [&self.x, &self.normed, &self.qkv, &self.attn, &self.gate, &self.up] {
             b.destroy();
         }
     }
@@ -318,11 +317,6 @@ impl LayerOps {
     ) -> Result<Self> {
         let (h, kv_dim, i, eps) = (c.hidden_size, c.kv_dim(), c.intermediate_size, c.rms_norm_eps);
         let qkv_cols = h + 2 * kv_dim;
-        let lin = |x: &wgpu::Buffer, l: &GpuLinear, y: &wgpu::Buffer, store: Store| {
-            let out_cols = l.weight.rows();
-            let io = LinearBuffers { tokens: &s.tokens, x, bias: l.bias.as_ref(), y, out_cols, first_col: 0 };
-            Linear::new(g, &l.weight, io, store)
-        };
         // The Q, K and V projections fill qkv side by side.
         let mut qkv = Vec::new();
         for l in &w.qkv_proj {
@@ -331,25 +325,22 @@ impl LayerOps {
             qkv.push(Target { linear: l, x, y, out_cols, first_col, store });
         }
         let mlp_in = |linear, y, store| Target { linear, x: &a.normed, y, out_cols: i, first_col: 0, store };
-        let down = Target {
-            linear: &w.down_proj,
-            x: &a.gate,
-            y: &a.x,
-            out_cols: h,
-            first_col: 0,
-            store: Some(Store::Accumulate),
-        };
+        // The residual stream x takes o_proj's and down_proj's outputs.
+        let residual =
+            |linear, x| Target { linear, x, y: &a.x, out_cols: h, first_col: 0, store: Some(Store::Accumulate) };
+        let down = residual(&w.down_proj, &a.gate);
         let norm = |weight| {
             let fold = Fold::Norm { weight, eps };
             Some((Prologue::Norm(RmsNorm::new(g, &a.x, weight, &a.normed, h, eps)), &a.x, fold))
         };
         let tokens = &s.tokens;
-        let (mlp_input, mlp_output) = match (&w.mlp_input, &a.up) {
-            (MlpInput::Paired(gate_up), _) => (
+        let (mlp_input, mlp_output) = match &w.mlp_input {
+            MlpInput::Paired(gate_up) => (
                 FoldedLinears::new(g, tokens, norm(&w.post_attention_layernorm), &[mlp_in(gate_up, &a.gate, None)])?,
                 FoldedLinears::new(g, tokens, None, &[down])?,
             ),
-            (MlpInput::Separate { gate_proj, up_proj }, Some(up)) => {
+            MlpInput::Separate { gate_proj, up_proj } => {
+                let up = &a.up;
                 let overwrite = Some(Store::Overwrite);
                 let mlp = [mlp_in(gate_proj, &a.gate, overwrite), mlp_in(up_proj, up, overwrite)];
                 let swiglu = Prologue::Swiglu(SiluMul::new(g, &a.gate, up, i));
@@ -358,7 +349,6 @@ impl LayerOps {
                     FoldedLinears::new(g, tokens, Some((swiglu, &a.gate, Fold::Glu { up })), &[down])?,
                 )
             }
-            (MlpInput::Separate { .. }, None) => return Err(Error::Gpu("no activation buffer for up_proj".into())),
         };
         let attention = AttentionBuffers {
             token_meta: &s.token_meta,
@@ -373,7 +363,7 @@ impl LayerOps {
         Ok(LayerOps {
             attention_input: FoldedLinears::new(g, tokens, norm(&w.input_layernorm), &qkv)?,
             attention: Attention::new(g, attention, shared.dims)?,
-            o_proj: lin(&a.attn, &w.o_proj, &a.x, Store::Accumulate),
+            o_proj: FoldedLinears::new(g, tokens, None, &[residual(&w.o_proj, &a.attn)])?,
             mlp_input,
             mlp_output,
         })

@@ -85,8 +85,8 @@ pub struct Linear {
     /// Inputs read besides x (the profile's bytes): a folded norm's weight, once; a folded
     /// SwiGLU's up projection, a row per token row.
     extra_reads: (usize, usize),
-    /// Output columns per weight row: 1, or 1/2 for a gate and up pair ([`Linear::swiglu`]).
-    outputs_per_row: f64,
+    /// Gate and up rows in pairs, an output per pair ([`Linear::swiglu`]).
+    swiglu: bool,
 }
 
 impl Linear {
@@ -134,7 +134,7 @@ impl Linear {
             flag("ACCUMULATE", accumulate),
             flag("SWIGLU", swiglu),
         ];
-        let with = |extra: (&'static str, f64)| [&constants[..], &[extra]].concat();
+        let with = |extra: &[(&'static str, f64)]| [&constants[..], extra].concat();
         let matvec_rows = ("ROWS", f64::from(MATVEC_ROWS));
         // What a fold adds: matvec's switch, its binding 6 and epsilon, and the bytes it reads
         // besides x (once, and per token row). Without a bias (or a fold) the shader never reads
@@ -147,20 +147,18 @@ impl Linear {
         };
         let bias = io.bias.unwrap_or(io.x);
         let kernels = if let Some(switch) = switch {
-            Kernels::Folded { matvec: gpu.kernel(&MATVEC, &[&constants[..], &[matvec_rows, (switch, 1.0)]].concat()) }
+            Kernels::Folded { matvec: gpu.kernel(&MATVEC, &with(&[matvec_rows, (switch, 1.0)])) }
         } else if gpu.direct_kernels() {
-            let direct = |block_m: f64| {
-                let own = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", block_m)];
-                gpu.kernel(&LINEAR_DIRECT, &[&constants[..], &own].concat())
-            };
+            let direct =
+                |block_m: f64| gpu.kernel(&LINEAR_DIRECT, &with(&[workgroup(DIRECT_WORKGROUP), ("BLOCK_M", block_m)]));
             Kernels::Direct { block_4: direct(4.0), block_1: direct(1.0) }
         } else {
             Kernels::Tiled {
-                matmul_64: gpu.kernel(&MATMUL, &with(("TILE", 64.0))),
-                matmul_32: gpu.kernel(&MATMUL, &with(("TILE", 32.0))),
+                matmul_64: gpu.kernel(&MATMUL, &with(&[("TILE", 64.0)])),
+                matmul_32: gpu.kernel(&MATMUL, &with(&[("TILE", 32.0)])),
                 // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one, 16
                 // or 32 quantized ones (rows of whole blocks, 16-byte aligned).
-                matvec: k.is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &[&constants[..], &[matvec_rows]].concat())),
+                matvec: k.is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &with(&[matvec_rows]))),
             }
         };
         let chunks = w
@@ -186,8 +184,7 @@ impl Linear {
                 (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]), c.rows)
             })
             .collect();
-        let outputs_per_row = if swiglu { 0.5 } else { 1.0 };
-        Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads, outputs_per_row }
+        Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads, swiglu }
     }
 
     /// Encodes the layer for `m` token rows.
@@ -195,7 +192,7 @@ impl Linear {
         let (m_, k) = (m as usize, self.k);
         for (group, rows) in &self.chunks {
             let (kernel, grid) = self.pick(m, *rows);
-            let outputs = (*rows as f64 * self.outputs_per_row) as usize;
+            let outputs = if self.swiglu { rows / 2 } else { *rows };
             let y = m_ * outputs * 4 * (1 + usize::from(self.accumulate));
             let x = m_ * k * 4 + self.extra_reads.0 + m_ * self.extra_reads.1;
             pass.dispatch(kernel, group, grid, work(rows * self.row_bytes + x + y, 2 * m_ * k * rows));

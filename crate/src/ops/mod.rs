@@ -94,7 +94,7 @@ pub const SYNTHETIC: KernelSpec = spec!("synthetic", prelude: [], &[Uniform, Rea
 
 /// The override constant `WORKGROUP`: threads per workgroup of a kernel whose grid arithmetic
 /// reads the same Rust constant, so the size is stated once.
-fn workgroup(size: u32) -> (&'static str, f64) {
+pub(crate) fn workgroup(size: u32) -> (&'static str, f64) {
     ("WORKGROUP", f64::from(size))
 }
 
