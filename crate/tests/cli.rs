@@ -208,6 +208,14 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             let totals: u64 = p["kernels"].as_array().unwrap().iter().map(|k| k["count"].as_u64().unwrap()).sum();
             assert_eq!(totals as usize, dispatches.len());
         }
+        // A's decode steps at the first length, encoded ahead (the sweep's) and when asked for.
+        let a = &report["sweep"][0]["a"];
+        assert_eq!(a["encode_decode_ms"].as_array().unwrap().len(), a["decode_ms"].as_array().unwrap().len());
+        let ahead = &report["encode_ahead"];
+        assert_eq!(ahead["prompt_tokens"], a["prompt_tokens"]);
+        for f in ["decode_ms", "decode_ms_on_demand", "encode_ms", "encode_ms_on_demand"] {
+            assert!(ahead[f].as_f64().unwrap() > 0.0, "encode_ahead.{f}: {ahead}");
+        }
     }
     let (ok, _, err) = onetoken(&["logits", "--model", &model, "--ids", "1", "--kernels", "fast"]);
     assert!(!ok && err.contains("use tiled or direct"), "{err}");

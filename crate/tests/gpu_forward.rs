@@ -193,6 +193,68 @@ fn shared_prefix_copy_then_continue_equals_a_full_prefill() {
     }
 }
 
+/// Decode steps whose commands were encoded during the step before equal steps encoded when
+/// asked for, bit for bit, across the step whose keys outgrow one attention chunk; a call that
+/// dispatches otherwise than the step encoded ahead (its read-out changed, a prefill, another
+/// slot's step over a different number of attention chunks) encodes its own.
+#[test]
+fn decode_steps_encoded_ahead_equal_steps_encoded_on_demand() {
+    let r = tiny_ref();
+    let input = ids(&r["input_ids"]);
+    let chunk = onetoken::ops::ATTENTION_CHUNK;
+    // A prompt ending two keys short of one attention chunk.
+    let prompt: Vec<u32> = input.iter().copied().cycle().take(chunk - 2).collect();
+    let (choices, fewer) = ([3u32, 5, 8], [3u32, 5]);
+    let full = Readout { positions: Positions::Last, head: Head::Full { top_k: 4, ids: &choices }, hidden: true };
+    let narrower = Readout::last(Head::Choices(&fewer));
+    // Calls, in order: a prefill of the prompt in slot 0, then `steps`, then the ones below.
+    // (readout, slot, token): in slot 0 the steps to keys chunk - 1 ..= chunk + 2, then two with
+    // a narrower read-out.
+    let steps = [(full, 0, 7), (full, 0, 9), (full, 0, 11), (full, 0, 2), (narrower, 0, 4), (narrower, 0, 6)];
+    for family in [KernelFamily::Tiled, KernelFamily::Direct] {
+        let run = |ahead: bool| {
+            let gpu = Rc::new(Gpu::new_blocking(GpuOptions { kernels: Some(family), ..Default::default() }).unwrap());
+            let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
+            let options =
+                ModelOptions { max_tokens: 64, kv_slots: 2, kv_capacity: 2 * chunk, max_rows: 2, max_choice_ids: 4 };
+            let mut model = Model::new(gpu, weights, options).unwrap();
+            model.set_encoding_ahead(ahead);
+            let mut outs = vec![block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], full)).unwrap()];
+            for &(readout, slot, token) in &steps {
+                outs.push(block(model.decode(&[(slot, token)], readout)).unwrap());
+            }
+            outs.push(block(model.prefill(&[Sequence { slot: 1, tokens: &input }], narrower)).unwrap());
+            outs.push(block(model.decode(&[(0, 1)], narrower)).unwrap());
+            outs.push(block(model.decode(&[(1, 1)], narrower)).unwrap());
+            // Greedy, then the same step reading the whole logit row.
+            outs.push(block(model.decode(&[(1, 2)], Readout::ARGMAX)).unwrap());
+            outs.push(block(model.decode(&[(1, 3)], LOGITS_LAST)).unwrap());
+            outs
+        };
+        let (ahead, on_demand) = (run(true), run(false));
+        let used: Vec<bool> = ahead.iter().map(|o| o.timing.encoded_ahead).collect();
+        // GPU kernels split attention past one chunk of keys: slot 0's step (2 chunks) and slot
+        // 1's (1 chunk) then dispatch differently. The CPU-like kernels do not, so slot 0's
+        // commands serve slot 1 (its cache rows and positions are uploaded inputs).
+        let same_for_another_slot = family == KernelFamily::Direct;
+        // Prefill; the four steps; the narrower read-out, then again; slot 1's prefill; then a
+        // step in slot 0 after the one predicted in slot 1, and the other way round; greedy (a
+        // new read-out), then the whole logit row (never encoded ahead).
+        let steps_in_turn = [same_for_another_slot, same_for_another_slot];
+        let want = [&[false, true, true, true, true, false, true, false][..], &steps_in_turn, &[false, false]].concat();
+        assert_eq!(used, want, "{family:?}: which calls ran commands encoded ahead");
+        assert!(on_demand.iter().all(|o| !o.timing.encoded_ahead), "{family:?}: none encoded ahead when off");
+        for (i, (a, b)) in ahead.iter().zip(&on_demand).enumerate() {
+            let (a, b) = (&a.rows[0], &b.rows[0]);
+            let what = format!("{family:?} call {i}");
+            assert_eq!(a.top, b.top, "{what}: top");
+            assert_eq!(a.logits, b.logits, "{what}: logits");
+            assert_eq!(a.hidden, b.hidden, "{what}: hidden");
+            assert_eq!(a.logsumexp, b.logsumexp, "{what}: logsumexp");
+        }
+    }
+}
+
 /// The real Qwen2.5-0.5B shapes with synthetic weights: GPU top-5 equal to the CPU reference,
 /// after a prompt and after a decode step, with either kernel family (the GPU family pairs
 /// gate and up at 4,864 rows each and appends the decode step's keys in attention).

@@ -125,6 +125,22 @@ pub struct Point {
     pub total_ms: f64,
     pub gpu_prefill_ms: Option<f64>,
     pub gpu_decode_ms: Option<Vec<f64>>,
+    /// The part of each pass before the GPU could start (encoding and submitting commands).
+    pub encode_prefill_ms: f64,
+    pub encode_decode_ms: Vec<f64>,
+}
+
+/// Decode steps of strategy A at one length, with each step's commands encoded during the step
+/// before (the default: [`crate::model::Model::forward`]) and encoded when the step is asked
+/// for, in one run. Medians per step, wall time.
+#[derive(Debug, Clone, Serialize)]
+pub struct EncodeAhead {
+    pub prompt_tokens: usize,
+    pub decode_ms: f64,
+    pub decode_ms_on_demand: f64,
+    /// The part of a step before the GPU could start.
+    pub encode_ms: f64,
+    pub encode_ms_on_demand: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -174,6 +190,8 @@ pub struct BenchReport {
     pub micro: Micro,
     pub sweep: Vec<SweepRow>,
     pub decode_ms_per_step: f64,
+    /// What encoding ahead saves a decode step (at the sweep's first length).
+    pub encode_ahead: Option<EncodeAhead>,
     pub cost_model: Option<CostModel>,
     pub batch: Vec<BatchPoint>,
     pub batch_skipped: Vec<String>,
@@ -195,6 +213,8 @@ fn point(j: &Judgment) -> Point {
         total_ms: j.timings_ms.total,
         gpu_prefill_ms: j.gpu_timings_ms.as_ref().map(|g| g.prefill),
         gpu_decode_ms: j.gpu_timings_ms.as_ref().map(|g| g.decode.clone()),
+        encode_prefill_ms: j.encode_timings_ms.prefill,
+        encode_decode_ms: j.encode_timings_ms.decode.clone(),
     }
 }
 
@@ -219,6 +239,10 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let warm = request_of_length(engine, 32)?;
     engine.judge(&warm, Strategy::TokenByToken, 0).await?;
     let sweep = sweep(engine, options, progress).await?;
+    let encode_ahead = match sweep.rows.first() {
+        Some(row) => Some(encode_ahead(engine, row, options.repeats, progress).await?),
+        None => None,
+    };
     let (batch, batch_skipped) = batches(engine, options, progress).await?;
     let profile = if options.profile {
         progress("profile: one prefill and one decode step per length, kernel by kernel");
@@ -241,6 +265,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         roofline: Roofline::new(&config, &sweep, decode_bytes, &micro),
         micro,
         decode_ms_per_step: sweep.decode_ms,
+        encode_ahead,
         cost_model: sweep.cost_model,
         sweep: sweep.rows,
         batch,
@@ -294,6 +319,29 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
         }
     }
     Ok(Sweep { rows, decode_ms, cost_model })
+}
+
+/// A's decode steps at `row`'s length again, each encoded only when it is asked for, beside
+/// the sweep's (encoded ahead).
+async fn encode_ahead(
+    engine: &mut Engine,
+    row: &SweepRow,
+    repeats: usize,
+    progress: &mut dyn FnMut(&str),
+) -> Result<EncodeAhead> {
+    progress(&format!("prompt of {} tokens: A, each step encoded when asked for", row.length));
+    let req = request_of_length(engine, row.length)?;
+    engine.model_mut().set_encoding_ahead(false);
+    let on_demand = median_run(engine, &req, Strategy::TokenByToken, repeats).await;
+    engine.model_mut().set_encoding_ahead(true);
+    let on_demand = on_demand?;
+    Ok(EncodeAhead {
+        prompt_tokens: row.a.prompt_tokens,
+        decode_ms: median(&row.a.decode_ms),
+        decode_ms_on_demand: median(&on_demand.timings_ms.decode),
+        encode_ms: median(&row.a.encode_decode_ms),
+        encode_ms_on_demand: median(&on_demand.encode_timings_ms.decode),
+    })
 }
 
 /// Strategy C at each batch size, without and with a shared prefix; sizes that do not fit

@@ -396,6 +396,12 @@ fn print_report(r: &BenchReport) {
         );
     }
     println!("\ndecode: {:.2} ms/step (wall, median)", r.decode_ms_per_step);
+    if let Some(e) = &r.encode_ahead {
+        println!(
+            "decode after {} tokens: {:.2} ms/step with each step's commands encoded during the step before ({:.3} ms of it before the GPU starts), {:.2} ms/step encoded when asked for ({:.3} ms)",
+            e.prompt_tokens, e.decode_ms, e.encode_ms, e.decode_ms_on_demand, e.encode_ms_on_demand
+        );
+    }
     if let Some(m) = &r.cost_model {
         println!(
             "cost model: T = {:.2} ms + {:.4} ms x P + N x {:.2} ms",

@@ -2,7 +2,10 @@
 //! profile mode each dispatch gets a pass of its own with a timestamp pair around it, which works
 //! on every device with `timestamp-query` (browsers included), and the dispatch is recorded with
 //! its kernel, layer and the work it must do, so its GPU time can be set beside its bytes and
-//! FLOPs.
+//! FLOPs. A listing encodes nothing: it only lists what would be dispatched, so that commands
+//! encoded ahead can be checked against the call that came.
+
+use std::marker::PhantomData;
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Kernel, read_buffer};
@@ -98,16 +101,46 @@ impl Profiler {
     }
 }
 
-/// Encodes dispatches into one compute pass, or (profile mode) each into a timed pass of its own.
+/// One dispatch of a listing: everything that decides the commands it encodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pipeline: wgpu::ComputePipeline,
+    group: wgpu::BindGroup,
+    grid: (u32, u32, u32),
+}
+
+/// Encodes dispatches into one compute pass, or (profile mode) each into a timed pass of its own,
+/// or only lists them.
 pub struct Dispatcher<'a> {
-    encoder: &'a mut wgpu::CommandEncoder,
     mode: Mode<'a>,
     layer: Option<usize>,
 }
 
 enum Mode<'a> {
-    Shared(Box<wgpu::ComputePass<'static>>),
-    Profiled(&'a mut Profiler),
+    /// The pass borrows the encoder: its lifetime is forgotten, so the borrow is held here.
+    Shared(Box<wgpu::ComputePass<'static>>, PhantomData<&'a mut wgpu::CommandEncoder>),
+    Profiled(&'a mut wgpu::CommandEncoder, &'a mut Profiler),
+    Listing(&'a mut Vec<Listed>),
+    Checking(&'a [Listed], &'a mut ListingCheck),
+}
+
+/// Where a walk that compares its dispatches with a listing stands ([`Dispatcher::checking`]).
+pub struct ListingCheck {
+    at: usize,
+    same: bool,
+}
+
+impl Default for ListingCheck {
+    fn default() -> Self {
+        Self { at: 0, same: true }
+    }
+}
+
+impl ListingCheck {
+    /// Whether the dispatches walked so far are exactly the whole `listing`.
+    pub fn matched(&self, listing: &[Listed]) -> bool {
+        self.same && self.at == listing.len()
+    }
 }
 
 impl<'a> Dispatcher<'a> {
@@ -120,12 +153,23 @@ impl<'a> Dispatcher<'a> {
         let pass = encoder
             .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes })
             .forget_lifetime();
-        Self { encoder, mode: Mode::Shared(Box::new(pass)), layer: None }
+        Self { mode: Mode::Shared(Box::new(pass), PhantomData), layer: None }
     }
 
     /// Each dispatch timed in a pass of its own and recorded in `profiler`.
     pub fn profiled(encoder: &'a mut wgpu::CommandEncoder, profiler: &'a mut Profiler) -> Self {
-        Self { encoder, mode: Mode::Profiled(profiler), layer: None }
+        Self { mode: Mode::Profiled(encoder, profiler), layer: None }
+    }
+
+    /// Nothing encoded: each dispatch appended to `listing`.
+    pub fn listing(listing: &'a mut Vec<Listed>) -> Self {
+        Self { mode: Mode::Listing(listing), layer: None }
+    }
+
+    /// Nothing encoded: each dispatch compared with the next one of `listing`, from where
+    /// `check` stands.
+    pub fn checking(listing: &'a [Listed], check: &'a mut ListingCheck) -> Self {
+        Self { mode: Mode::Checking(listing, check), layer: None }
     }
 
     /// The decoder layer that the following dispatches belong to (`None`: outside the layers).
@@ -141,8 +185,17 @@ impl<'a> Dispatcher<'a> {
             pass.dispatch_workgroups(grid.0, grid.1, grid.2);
         };
         match &mut self.mode {
-            Mode::Shared(pass) => encode(pass),
-            Mode::Profiled(profiler) => {
+            Mode::Shared(pass, _) => encode(pass),
+            Mode::Listing(listing) => {
+                listing.push(Listed { pipeline: kernel.pipeline.clone(), group: group.clone(), grid })
+            }
+            Mode::Checking(listing, check) => {
+                let next = listing.get(check.at);
+                check.same &=
+                    next.is_some_and(|e| e.grid == grid && e.pipeline == kernel.pipeline && e.group == *group);
+                check.at += 1;
+            }
+            Mode::Profiled(encoder, profiler) => {
                 let i = profiler.records.len() as u32;
                 profiler.records.push(DispatchRecord { kernel: kernel.name, layer: self.layer, work });
                 // Past the query set's size the dispatch still runs, untimed; `read` says so.
@@ -152,7 +205,7 @@ impl<'a> Dispatcher<'a> {
                     end_of_pass_write_index: Some(2 * i + 1),
                 });
                 let desc = wgpu::ComputePassDescriptor { label: Some(kernel.name), timestamp_writes };
-                encode(&mut self.encoder.begin_compute_pass(&desc));
+                encode(&mut encoder.begin_compute_pass(&desc));
             }
         }
     }

@@ -76,6 +76,7 @@ impl Engine {
                 total: total_ms,
             },
             gpu_timings_ms: clock.gpu.clone(),
+            encode_timings_ms: clock.encode.clone(),
             judgments_per_s: n as f64 / (total_ms / 1e3),
             synthetic: self.synthetic(),
         };
@@ -93,7 +94,8 @@ impl Engine {
                     healed_tokens: w.set.healed(),
                     top: None,
                 };
-                let clock = PhaseClock { timings: clock.timings.clone(), gpu: clock.gpu.clone() };
+                let clock =
+                    PhaseClock { timings: clock.timings.clone(), gpu: clock.gpu.clone(), encode: clock.encode.clone() };
                 self.judgment(Strategy::Batched, &req.choices, answer, clock)
             })
             .collect::<Result<_>>()?;

@@ -23,7 +23,7 @@ use serde::Serialize;
 pub use batch::PrefixSharing;
 
 pub use record::{
-    Answer, BatchRecord, BatchTimings, DEFAULT_PREFIX, GpuTimings, JudgeRequest, Judgment, JudgmentContext, Strategy,
+    Answer, BatchRecord, BatchTimings, DEFAULT_PREFIX, JudgeRequest, Judgment, JudgmentContext, PhaseTimings, Strategy,
     Timings, json_object_closed, parse_choice,
 };
 
@@ -198,7 +198,18 @@ impl Engine {
 #[derive(Default)]
 struct PhaseClock {
     timings: Timings,
-    gpu: Option<GpuTimings>,
+    gpu: Option<PhaseTimings>,
+    encode: PhaseTimings,
+}
+
+impl PhaseTimings {
+    /// Adds a pass's milliseconds to its phase.
+    fn record(&mut self, ms: f64, phase: Phase) {
+        match phase {
+            Phase::Prefill => self.prefill += ms,
+            Phase::Decode => self.decode.push(ms),
+        }
+    }
 }
 
 /// Which phase a forward pass belongs to.
@@ -215,12 +226,9 @@ impl PhaseClock {
             Phase::Prefill => self.timings.prefill += t.wall_ms,
             Phase::Decode => self.timings.decode.push(t.wall_ms),
         }
+        self.encode.record(t.encode_ms, phase);
         if let Some(ms) = t.gpu_ms() {
-            let g = self.gpu.get_or_insert_with(GpuTimings::default);
-            match phase {
-                Phase::Prefill => g.prefill += ms,
-                Phase::Decode => g.decode.push(ms),
-            }
+            self.gpu.get_or_insert_with(PhaseTimings::default).record(ms, phase);
         }
     }
 }

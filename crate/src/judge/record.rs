@@ -101,9 +101,10 @@ pub struct Timings {
     pub total: f64,
 }
 
-/// Milliseconds of GPU time per phase, from timestamp queries.
+/// Milliseconds per phase of one part of the work: GPU time from timestamp queries, or the CPU
+/// time before the GPU could start (encoding and submitting the commands).
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct GpuTimings {
+pub struct PhaseTimings {
     pub prefill: f64,
     pub decode: Vec<f64>,
 }
@@ -146,7 +147,10 @@ pub struct Judgment {
     /// (full-vocabulary heads only; `None` for the choice head).
     pub top: Option<Vec<(u32, f32)>>,
     pub timings_ms: Timings,
-    pub gpu_timings_ms: Option<GpuTimings>,
+    pub gpu_timings_ms: Option<PhaseTimings>,
+    /// The part of each pass's wall time before the GPU could start: small when its commands
+    /// were encoded ahead, during the pass before ([`crate::model::Model::forward`]).
+    pub encode_timings_ms: PhaseTimings,
     /// Synthetic weights: the answer is meaningless; the timings are real.
     pub synthetic: bool,
     /// On request ([`crate::judge::JudgeOptions::sequence_logprobs`]): each choice's
@@ -161,7 +165,8 @@ pub struct JudgmentContext<'a> {
     pub choices: &'a [String],
     pub generated_text: String,
     pub timings: Timings,
-    pub gpu_timings: Option<GpuTimings>,
+    pub gpu_timings: Option<PhaseTimings>,
+    pub encode_timings: PhaseTimings,
     pub synthetic: bool,
 }
 
@@ -182,6 +187,7 @@ impl Judgment {
             top: answer.top,
             timings_ms: c.timings,
             gpu_timings_ms: c.gpu_timings,
+            encode_timings_ms: c.encode_timings,
             synthetic: c.synthetic,
             sequence_logprobs: None,
         }
@@ -201,7 +207,9 @@ pub struct BatchRecord {
     pub longest_prompt_tokens: usize,
     pub decode_steps: usize,
     pub timings_ms: BatchTimings,
-    pub gpu_timings_ms: Option<GpuTimings>,
+    pub gpu_timings_ms: Option<PhaseTimings>,
+    /// As [`Judgment::encode_timings_ms`].
+    pub encode_timings_ms: PhaseTimings,
     pub judgments_per_s: f64,
     pub synthetic: bool,
 }

@@ -85,6 +85,7 @@ impl Engine {
             generated_text: self.tokenizer.decode(&answer.picked)?,
             timings: clock.timings,
             gpu_timings: clock.gpu,
+            encode_timings: clock.encode,
             synthetic: self.synthetic(),
         };
         Ok(Judgment::new(answer, context))

@@ -7,7 +7,7 @@ use super::plan::{Plan, PlanInputs};
 use super::readout::{Readback, ReadbackSources, TIMED_PASSES};
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
-use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, MlpInput, PassTimer};
+use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, Listed, ListingCheck, MlpInput, PassTimer};
 use crate::ops::{
     Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, Linear, LinearBuffers, LmHeadRows,
     MATVEC_MAX_ROWS, RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
@@ -269,6 +269,22 @@ impl Graph {
         };
         let embed_tokens = Embedding::new(g, &s.ids, weights.embed_tokens(), &a.x);
         Ok(Self { embed_tokens, layers, head, scratch: s, _activations: a })
+    }
+
+    /// Every dispatch of a forward of `plan`, in order, encoding nothing.
+    pub fn listing(&self, plan: &Plan) -> Vec<Listed> {
+        let mut listing = Vec::new();
+        self.encode_layers(&mut Dispatcher::listing(&mut listing), plan);
+        self.encode_head(&mut Dispatcher::listing(&mut listing), plan);
+        listing
+    }
+
+    /// Whether a forward of `plan` dispatches exactly `listing`.
+    pub fn dispatches(&self, plan: &Plan, listing: &[Listed]) -> bool {
+        let mut check = ListingCheck::default();
+        self.encode_layers(&mut Dispatcher::checking(listing, &mut check), plan);
+        self.encode_head(&mut Dispatcher::checking(listing, &mut check), plan);
+        check.matched(listing)
     }
 
     /// Embedding and decoder layers: the residual stream x of every token, layer by layer.

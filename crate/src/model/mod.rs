@@ -26,7 +26,7 @@ pub use readout::{ForwardOut, ForwardTiming, Head, Positions, Readout, RowOut};
 use crate::clock::now_ms;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
-use crate::gpu::{DispatchRecord, Dispatcher, Gpu, GpuWeights, Profiler, read_buffer, read_buffer_timed};
+use crate::gpu::{DispatchRecord, Dispatcher, Gpu, GpuWeights, Listed, Profiler, read_buffer, read_buffer_timed};
 use graph::Graph;
 use kv_cache::KvCache;
 use plan::Plan;
@@ -103,6 +103,9 @@ pub struct Model {
     profiler: Option<Profiler>,
     /// Set from elsewhere to stop at the next forward pass ([`Model::cancel_flag`]).
     cancel: Rc<Cell<bool>>,
+    /// Whether calls encode the likely next step ahead, and the one they did.
+    encode_ahead: bool,
+    ahead: Option<Encoded>,
 }
 
 impl Model {
@@ -118,7 +121,19 @@ impl Model {
         let graph = Graph::new(&gpu, &weights, &kv, &o)?;
         gpu.check()?;
         let cancel = Rc::default();
-        Ok(Self { config: weights.config().clone(), gpu, weights, options: o, kv, graph, profiler: None, cancel })
+        let config = weights.config().clone();
+        Ok(Self {
+            config,
+            gpu,
+            weights,
+            options: o,
+            kv,
+            graph,
+            profiler: None,
+            cancel,
+            encode_ahead: true,
+            ahead: None,
+        })
     }
 
     pub fn config(&self) -> &Qwen2Config {
@@ -141,9 +156,10 @@ impl Model {
     /// Sets the model up again at other sizes, on the same weights (a new KV cache and
     /// activations; every slot starts empty).
     pub fn resize(&mut self, options: ModelOptions) -> Result<()> {
-        let (profiling, cancel) = (self.profiler.is_some(), self.cancel.clone());
+        let (profiling, cancel, ahead) = (self.profiler.is_some(), self.cancel.clone(), self.encode_ahead);
         *self = Self::new(self.gpu.clone(), self.weights.clone(), options)?;
         self.cancel = cancel;
+        self.encode_ahead = ahead;
         self.set_profiling(profiling)
     }
 
@@ -195,6 +211,7 @@ impl Model {
     /// each) and returns them in [`ForwardOut::profile`]. Off by default, and free when off.
     /// Needs `timestamp-query`.
     pub fn set_profiling(&mut self, on: bool) -> Result<()> {
+        self.ahead = None;
         self.profiler = match (on, self.profiler.take()) {
             (false, _) => None,
             (true, Some(p)) => Some(p),
@@ -218,8 +235,22 @@ impl Model {
         self.forward(&batch, readout).await
     }
 
+    /// Whether each call also encodes the commands of the decode step likely to come next
+    /// (on by default; see [`Model::forward`]). Off, every call encodes its own commands.
+    pub fn set_encoding_ahead(&mut self, on: bool) {
+        self.encode_ahead = on;
+        self.ahead = None;
+    }
+
     /// The forward pass: embed, the decoder layers, the head, then the read-back. See the
     /// module docs.
+    ///
+    /// Encoding a call's commands costs the CPU about as long as a small model's decode step
+    /// takes a fast GPU, so it is done ahead: once a call is submitted, and while the GPU runs
+    /// it, the commands of a decode step of the same sequences and read-out are encoded. The
+    /// next call submits them as they are when it dispatches exactly what they do (its token
+    /// ids and positions are inputs it uploads, not part of the commands); else they are
+    /// dropped and the call encodes its own.
     pub async fn forward(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<ForwardOut> {
         if self.cancel.get() {
             return Err(Error::Cancelled);
@@ -229,32 +260,44 @@ impl Model {
         let start = now_ms();
         let gpu = self.gpu.clone();
         let g = &*gpu;
+        let layout = self.layout(&plan, readout);
+        // A full-logits call also copies them out, which no call encoded ahead does.
+        let full_logits = readout.head == Head::Logits;
+        let ahead = self
+            .ahead
+            .take()
+            .filter(|a| !full_logits && a.layout == layout && self.graph.dispatches(&plan, &a.listing));
+        let encoded_ahead = ahead.is_some();
+        let full_bytes = 4 * u64::from(plan.rows()) * self.config.vocab_size as u64;
+        let (commands, layers_end, full) = match ahead {
+            Some(a) => (a.commands, 0, None),
+            None => {
+                let (mut encoder, layers_end) = self.encode_call(&plan, &layout);
+                let full = full_logits.then(|| {
+                    let staging = g.staging("full logits", full_bytes);
+                    encoder.copy_buffer_to_buffer(self.graph.scratch.logits(), 0, &staging, 0, Some(full_bytes));
+                    staging
+                });
+                (encoder.finish(), layers_end, full)
+            }
+        };
         plan.upload(g.queue(), self.graph.scratch.inputs(), readout.ids());
-        let hidden = if readout.hidden { self.config.hidden_size } else { 0 };
-        let layout = Readback::new(plan.read_positions.len(), plan.top_k, plan.choices, hidden);
-
-        let mut encoder = g.device().create_command_encoder(&Default::default());
-        let layers_end = self.encode(&mut encoder, &plan);
-        let s = &self.graph.scratch;
-        let timer = if self.profiler.is_none() { s.timer.as_ref() } else { None };
-        layout.encode_copies(&mut encoder, s.readback_sources(), &s.staging, timer);
-        let vocab = self.config.vocab_size as u64;
-        let full_bytes = 4 * u64::from(plan.rows()) * vocab;
-        let full = (readout.head == Head::Logits).then(|| {
-            let staging = g.staging("full logits", full_bytes);
-            encoder.copy_buffer_to_buffer(s.logits(), 0, &staging, 0, Some(full_bytes));
-            staging
-        });
-        g.queue().submit([encoder.finish()]);
+        g.queue().submit([commands]);
+        let encode_ms = now_ms() - start;
         for seq in batch {
             self.kv.advance(seq.slot, seq.tokens.len());
         }
+        if self.encode_ahead && self.profiler.is_none() && !full_logits {
+            self.ahead = self.encode_next_step(batch, readout);
+        }
 
+        let s = &self.graph.scratch;
         let (bytes, readback_ms) = read_buffer_timed(g, &s.staging, layout.len()).await?;
         let full = match &full {
             Some(staging) => Some(read_buffer(g, staging, full_bytes).await?),
             None => None,
         };
+        let vocab = self.config.vocab_size as u64;
         let rows = layout.rows(&bytes, full.as_deref().map(|b| (b, vocab)));
         let wall_ms = now_ms() - start;
         let (mut timing, profile) = match &self.profiler {
@@ -266,7 +309,37 @@ impl Model {
         };
         timing.wall_ms = wall_ms;
         timing.readback_ms = readback_ms;
+        timing.encode_ms = encode_ms;
+        timing.encoded_ahead = encoded_ahead;
         Ok(ForwardOut { rows, timing, profile })
+    }
+
+    /// Where `plan`'s results will lie in the staging buffer.
+    fn layout(&self, plan: &Plan, readout: Readout<'_>) -> Readback {
+        let hidden = if readout.hidden { self.config.hidden_size } else { 0 };
+        Readback::new(plan.read_positions.len(), plan.top_k, plan.choices, hidden)
+    }
+
+    /// The commands of a decode step of `batch`'s sequences with this read-out (the tokens are
+    /// placeholders: the step that comes uploads its own); `None` where no such step fits.
+    fn encode_next_step(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Option<Encoded> {
+        let placeholder = [0u32];
+        let next: Vec<Sequence> = batch.iter().map(|s| Sequence { slot: s.slot, tokens: &placeholder }).collect();
+        let plan = Plan::new(&next, readout, &self.kv, &self.options, self.config.vocab_size).ok()?;
+        let layout = self.layout(&plan, readout);
+        let (encoder, _) = self.encode_call(&plan, &layout);
+        Some(Encoded { listing: self.graph.listing(&plan), layout, commands: encoder.finish() })
+    }
+
+    /// A call's commands up to its read-back copies. Returns the encoder and how many profiled
+    /// dispatches belong to the layers (0 unprofiled).
+    fn encode_call(&mut self, plan: &Plan, layout: &Readback) -> (wgpu::CommandEncoder, usize) {
+        let mut encoder = self.gpu.device().create_command_encoder(&Default::default());
+        let layers_end = self.encode(&mut encoder, plan);
+        let s = &self.graph.scratch;
+        let timer = if self.profiler.is_none() { s.timer.as_ref() } else { None };
+        layout.encode_copies(&mut encoder, s.readback_sources(), &s.staging, timer);
+        (encoder, layers_end)
     }
 
     /// Encodes the layers and the head: in two timed passes, or in profile mode one pass per
@@ -290,6 +363,14 @@ impl Model {
             }
         }
     }
+}
+
+/// A call's commands encoded ahead ([`Model::forward`]): what they dispatch and where their
+/// results will lie, so the call that comes can check they are its own.
+struct Encoded {
+    listing: Vec<Listed>,
+    layout: Readback,
+    commands: wgpu::CommandBuffer,
 }
 
 /// Layer and head GPU times as sums of the profiled dispatches.

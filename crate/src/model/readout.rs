@@ -85,6 +85,11 @@ pub struct ForwardTiming {
     pub wall_ms: f64,
     /// Part of `wall_ms` spent copying results out of the mapped staging buffer.
     pub readback_ms: f64,
+    /// Part of `wall_ms` before the GPU could start: encoding the commands (unless they were
+    /// encoded ahead), uploading the inputs, submitting.
+    pub encode_ms: f64,
+    /// Whether the commands were encoded ahead, by the call before ([`super::Model::forward`]).
+    pub encoded_ahead: bool,
     /// GPU time of the layers (embedding to last layer) and of the head (final norm, LM head,
     /// argmax), from timestamp queries; `None` where the device has no `timestamp-query`.
     pub gpu_layers_ms: Option<f64>,
@@ -115,6 +120,7 @@ const F32: u64 = 4;
 
 /// Where one call's results lie in the staging buffer: `[R]` top-k rows, `[R, k]` choice
 /// logits, `[R, hidden]` hidden states, then the pass timestamps (8-byte aligned).
+#[derive(Debug, PartialEq, Eq)]
 pub struct Readback {
     rows: u64,
     top_k: usize,
