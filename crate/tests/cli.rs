@@ -216,6 +216,10 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
         for f in ["decode_ms", "decode_ms_on_demand", "encode_ms", "encode_ms_on_demand"] {
             assert!(ahead[f].as_f64().unwrap() > 0.0, "encode_ahead.{f}: {ahead}");
         }
+        let (steps, encoded_ahead) =
+            (ahead["decode_steps"].as_u64().unwrap(), ahead["steps_encoded_ahead"].as_u64().unwrap());
+        assert!(encoded_ahead > 0 && encoded_ahead <= steps && steps == a["decode_steps"], "{ahead}");
+        assert_eq!(ahead["steps_encoded_ahead"], a["steps_encoded_ahead"]);
     }
     let (ok, _, err) = onetoken(&["logits", "--model", &model, "--ids", "1", "--kernels", "fast"]);
     assert!(!ok && err.contains("use tiled or direct"), "{err}");

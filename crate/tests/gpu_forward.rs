@@ -207,10 +207,19 @@ fn decode_steps_encoded_ahead_equal_steps_encoded_on_demand() {
     let (choices, fewer) = ([3u32, 5, 8], [3u32, 5]);
     let full = Readout { positions: Positions::Last, head: Head::Full { top_k: 4, ids: &choices }, hidden: true };
     let narrower = Readout::last(Head::Choices(&fewer));
+    let no_hidden = Readout { hidden: false, ..full };
     // Calls, in order: a prefill of the prompt in slot 0, then `steps`, then the ones below.
-    // (readout, slot, token): in slot 0 the steps to keys chunk - 1 ..= chunk + 2, then two with
-    // a narrower read-out.
-    let steps = [(full, 0, 7), (full, 0, 9), (full, 0, 11), (full, 0, 2), (narrower, 0, 4), (narrower, 0, 6)];
+    // (readout, slot, token): in slot 0 the steps to keys chunk - 1 ..= chunk + 2, one without
+    // the hidden state (only the read-back differs), then two with a narrower read-out.
+    let steps = [
+        (full, 0, 7),
+        (full, 0, 9),
+        (full, 0, 11),
+        (full, 0, 2),
+        (no_hidden, 0, 3),
+        (narrower, 0, 4),
+        (narrower, 0, 6),
+    ];
     for family in [KernelFamily::Tiled, KernelFamily::Direct] {
         let run = |ahead: bool| {
             let gpu = Rc::new(Gpu::new_blocking(GpuOptions { kernels: Some(family), ..Default::default() }).unwrap());
@@ -237,11 +246,13 @@ fn decode_steps_encoded_ahead_equal_steps_encoded_on_demand() {
         // 1's (1 chunk) then dispatch differently. The CPU-like kernels do not, so slot 0's
         // commands serve slot 1 (its cache rows and positions are uploaded inputs).
         let same_for_another_slot = family == KernelFamily::Direct;
-        // Prefill; the four steps; the narrower read-out, then again; slot 1's prefill; then a
+        // Prefill; the four steps; without hidden; the narrower read-out, then again; slot 1's
+        // prefill; then a
         // step in slot 0 after the one predicted in slot 1, and the other way round; greedy (a
         // new read-out), then the whole logit row (never encoded ahead).
         let steps_in_turn = [same_for_another_slot, same_for_another_slot];
-        let want = [&[false, true, true, true, true, false, true, false][..], &steps_in_turn, &[false, false]].concat();
+        let want =
+            [&[false, true, true, true, true, false, false, true, false][..], &steps_in_turn, &[false, false]].concat();
         assert_eq!(used, want, "{family:?}: which calls ran commands encoded ahead");
         assert!(on_demand.iter().all(|o| !o.timing.encoded_ahead), "{family:?}: none encoded ahead when off");
         for (i, (a, b)) in ahead.iter().zip(&on_demand).enumerate() {

@@ -66,7 +66,10 @@ test('the page answers as the native CLI does, every strategy', async () => {
     assert.equal(got.prompt_tokens, w.prompt_tokens, got.strategy);
     assertClose(got.choice_logits, w.choice_logits, 1e-3, `${got.strategy} choice logits`);
     assert.equal(got.timings_ms.decode.length, w.decode_steps);
+    // Decode steps submit commands encoded during the step before, in Chrome as natively.
+    assert.equal(got.decode_steps_encoded_ahead, w.decode_steps_encoded_ahead, got.strategy);
   });
+  assert.ok(records[1].decode_steps_encoded_ahead > 0, 'a-free ran steps encoded ahead');
 });
 
 test('a batch in the page equals the native batch', async () => {

@@ -128,6 +128,8 @@ pub struct Point {
     /// The part of each pass before the GPU could start (encoding and submitting commands).
     pub encode_prefill_ms: f64,
     pub encode_decode_ms: Vec<f64>,
+    /// Decode steps that ran commands encoded ahead.
+    pub steps_encoded_ahead: usize,
 }
 
 /// Decode steps of strategy A at one length, with each step's commands encoded during the step
@@ -136,6 +138,10 @@ pub struct Point {
 #[derive(Debug, Clone, Serialize)]
 pub struct EncodeAhead {
     pub prompt_tokens: usize,
+    /// A's decode steps, and how many of them ran commands encoded ahead (with the default;
+    /// none when asked for).
+    pub decode_steps: usize,
+    pub steps_encoded_ahead: usize,
     pub decode_ms: f64,
     pub decode_ms_on_demand: f64,
     /// The part of a step before the GPU could start.
@@ -215,6 +221,7 @@ fn point(j: &Judgment) -> Point {
         gpu_decode_ms: j.gpu_timings_ms.as_ref().map(|g| g.decode.clone()),
         encode_prefill_ms: j.encode_timings_ms.prefill,
         encode_decode_ms: j.encode_timings_ms.decode.clone(),
+        steps_encoded_ahead: j.decode_steps_encoded_ahead,
     }
 }
 
@@ -335,8 +342,13 @@ async fn encode_ahead(
     let on_demand = median_run(engine, &req, Strategy::TokenByToken, repeats).await;
     engine.model_mut().set_encoding_ahead(true);
     let on_demand = on_demand?;
+    if on_demand.decode_steps_encoded_ahead > 0 {
+        return Err(crate::Error::Gpu("decode steps ran commands encoded ahead with encoding ahead off".into()));
+    }
     Ok(EncodeAhead {
         prompt_tokens: row.a.prompt_tokens,
+        decode_steps: row.a.decode_steps,
+        steps_encoded_ahead: row.a.steps_encoded_ahead,
         decode_ms: median(&row.a.decode_ms),
         decode_ms_on_demand: median(&on_demand.timings_ms.decode),
         encode_ms: median(&row.a.encode_decode_ms),

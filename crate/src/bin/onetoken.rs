@@ -398,8 +398,14 @@ fn print_report(r: &BenchReport) {
     println!("\ndecode: {:.2} ms/step (wall, median)", r.decode_ms_per_step);
     if let Some(e) = &r.encode_ahead {
         println!(
-            "decode after {} tokens: {:.2} ms/step with each step's commands encoded during the step before ({:.3} ms of it before the GPU starts), {:.2} ms/step encoded when asked for ({:.3} ms)",
-            e.prompt_tokens, e.decode_ms, e.encode_ms, e.decode_ms_on_demand, e.encode_ms_on_demand
+            "decode after {} tokens: {:.2} ms/step with the commands encoded during the step before ({} of {} steps; {:.3} ms before the GPU starts), {:.2} ms/step encoded when asked for ({:.3} ms)",
+            e.prompt_tokens,
+            e.decode_ms,
+            e.steps_encoded_ahead,
+            e.decode_steps,
+            e.encode_ms,
+            e.decode_ms_on_demand,
+            e.encode_ms_on_demand
         );
     }
     if let Some(m) = &r.cost_model {

@@ -102,7 +102,7 @@ impl Profiler {
 }
 
 /// One dispatch of a listing: everything that decides the commands it encodes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Listed {
     pipeline: wgpu::ComputePipeline,
     group: wgpu::BindGroup,

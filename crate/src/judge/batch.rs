@@ -77,6 +77,7 @@ impl Engine {
             },
             gpu_timings_ms: clock.gpu.clone(),
             encode_timings_ms: clock.encode.clone(),
+            decode_steps_encoded_ahead: clock.encoded_ahead,
             judgments_per_s: n as f64 / (total_ms / 1e3),
             synthetic: self.synthetic(),
         };
@@ -94,8 +95,7 @@ impl Engine {
                     healed_tokens: w.set.healed(),
                     top: None,
                 };
-                let clock =
-                    PhaseClock { timings: clock.timings.clone(), gpu: clock.gpu.clone(), encode: clock.encode.clone() };
+                let clock = clock.clone();
                 self.judgment(Strategy::Batched, &req.choices, answer, clock)
             })
             .collect::<Result<_>>()?;

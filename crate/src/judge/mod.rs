@@ -195,11 +195,13 @@ impl Engine {
 }
 
 /// Timing bookkeeping of one judgment.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct PhaseClock {
     timings: Timings,
     gpu: Option<PhaseTimings>,
     encode: PhaseTimings,
+    /// Decode passes that ran commands encoded ahead.
+    encoded_ahead: usize,
 }
 
 impl PhaseTimings {
@@ -227,6 +229,7 @@ impl PhaseClock {
             Phase::Decode => self.timings.decode.push(t.wall_ms),
         }
         self.encode.record(t.encode_ms, phase);
+        self.encoded_ahead += usize::from(phase == Phase::Decode && t.encoded_ahead);
         if let Some(ms) = t.gpu_ms() {
             self.gpu.get_or_insert_with(PhaseTimings::default).record(ms, phase);
         }

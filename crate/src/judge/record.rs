@@ -151,6 +151,8 @@ pub struct Judgment {
     /// The part of each pass's wall time before the GPU could start: small when its commands
     /// were encoded ahead, during the pass before ([`crate::model::Model::forward`]).
     pub encode_timings_ms: PhaseTimings,
+    /// Decode steps that ran commands encoded ahead.
+    pub decode_steps_encoded_ahead: usize,
     /// Synthetic weights: the answer is meaningless; the timings are real.
     pub synthetic: bool,
     /// On request ([`crate::judge::JudgeOptions::sequence_logprobs`]): each choice's
@@ -167,6 +169,7 @@ pub struct JudgmentContext<'a> {
     pub timings: Timings,
     pub gpu_timings: Option<PhaseTimings>,
     pub encode_timings: PhaseTimings,
+    pub decode_steps_encoded_ahead: usize,
     pub synthetic: bool,
 }
 
@@ -188,6 +191,7 @@ impl Judgment {
             timings_ms: c.timings,
             gpu_timings_ms: c.gpu_timings,
             encode_timings_ms: c.encode_timings,
+            decode_steps_encoded_ahead: c.decode_steps_encoded_ahead,
             synthetic: c.synthetic,
             sequence_logprobs: None,
         }
@@ -208,8 +212,9 @@ pub struct BatchRecord {
     pub decode_steps: usize,
     pub timings_ms: BatchTimings,
     pub gpu_timings_ms: Option<PhaseTimings>,
-    /// As [`Judgment::encode_timings_ms`].
+    /// As [`Judgment::encode_timings_ms`] and [`Judgment::decode_steps_encoded_ahead`].
     pub encode_timings_ms: PhaseTimings,
+    pub decode_steps_encoded_ahead: usize,
     pub judgments_per_s: f64,
     pub synthetic: bool,
 }

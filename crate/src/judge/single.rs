@@ -86,6 +86,7 @@ impl Engine {
             timings: clock.timings,
             gpu_timings: clock.gpu,
             encode_timings: clock.encode,
+            decode_steps_encoded_ahead: clock.encoded_ahead,
             synthetic: self.synthetic(),
         };
         Ok(Judgment::new(answer, context))

@@ -280,7 +280,7 @@ impl Graph {
     }
 
     /// Whether a forward of `plan` dispatches exactly `listing`.
-    pub fn dispatches(&self, plan: &Plan, listing: &[Listed]) -> bool {
+    pub fn dispatches_exactly(&self, plan: &Plan, listing: &[Listed]) -> bool {
         let mut check = ListingCheck::default();
         self.encode_layers(&mut Dispatcher::checking(listing, &mut check), plan);
         self.encode_head(&mut Dispatcher::checking(listing, &mut check), plan);

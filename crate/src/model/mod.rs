@@ -266,7 +266,7 @@ impl Model {
         let ahead = self
             .ahead
             .take()
-            .filter(|a| !full_logits && a.layout == layout && self.graph.dispatches(&plan, &a.listing));
+            .filter(|a| !full_logits && a.layout == layout && self.graph.dispatches_exactly(&plan, &a.listing));
         let encoded_ahead = ahead.is_some();
         let full_bytes = 4 * u64::from(plan.rows()) * self.config.vocab_size as u64;
         let (commands, layers_end, full) = match ahead {

@@ -81,7 +81,9 @@ impl RowOut {
 /// Timings of one forward call, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct ForwardTiming {
-    /// Wall time from encoding to results on the CPU (submit + GPU work + readback).
+    /// Wall time from encoding to results on the CPU: encoding (unless done ahead), submit, GPU
+    /// work, readback, and, while the GPU works, encoding the step likely to come next (part of
+    /// this time only where the GPU finishes first).
     pub wall_ms: f64,
     /// Part of `wall_ms` spent copying results out of the mapped staging buffer.
     pub readback_ms: f64,
