@@ -26,6 +26,8 @@ pub(super) struct Scratch {
     token_meta: wgpu::Buffer,     // [M] (cache row base, position)
     read_positions: wgpu::Buffer, // [R] token index of each read-out position
     choice_ids: wgpu::Buffer,     // [k] u32
+    /// All of the above, packed by [`Plan::upload`] (one write per call).
+    pub packed_inputs: wgpu::Buffer,
     logits: wgpu::Buffer,         // [R, vocab]
     best: wgpu::Buffer,           // [R, 1 + TOP_K_MAX] (logsumexp, top pairs)
     choice_logits: wgpu::Buffer,  // [R, k]
@@ -44,6 +46,7 @@ impl Scratch {
             token_meta: g.storage("token_meta", words(2 * o.max_tokens)),
             read_positions: g.storage("read_positions", words(o.max_rows)),
             choice_ids: g.storage("choice_ids", words(o.max_choice_ids)),
+            packed_inputs: g.storage("packed inputs", words(8 + 3 * o.max_tokens + o.max_rows + o.max_choice_ids)),
             logits: g.storage("logits", words(o.max_rows * v)),
             best: g.storage("best", words(2 * o.max_rows * (1 + TOP_K_MAX))),
             choice_logits: g.storage("choice_logits", words(o.max_rows * o.max_choice_ids)),

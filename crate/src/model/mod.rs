@@ -263,10 +263,12 @@ impl Model {
         let layout = self.layout(&plan, readout);
         // A full-logits call also copies them out, which no call encoded ahead does.
         let full_logits = readout.head == Head::Logits;
-        let ahead = self
-            .ahead
-            .take()
-            .filter(|a| !full_logits && a.layout == layout && self.graph.dispatches_exactly(&plan, &a.listing));
+        let ahead = self.ahead.take().filter(|a| {
+            !full_logits
+                && a.tokens == plan.tokens()
+                && a.layout == layout
+                && self.graph.dispatches_exactly(&plan, &a.listing)
+        });
         let encoded_ahead = ahead.is_some();
         let full_bytes = 4 * u64::from(plan.rows()) * self.config.vocab_size as u64;
         let (commands, layers_end, full) = match ahead {
@@ -281,7 +283,7 @@ impl Model {
                 (encoder.finish(), layers_end, full)
             }
         };
-        plan.upload(g.queue(), self.graph.scratch.inputs(), readout.ids());
+        plan.upload(g.queue(), &self.graph.scratch.packed_inputs, readout.ids());
         g.queue().submit([commands]);
         let encode_ms = now_ms() - start;
         for seq in batch {
@@ -328,13 +330,17 @@ impl Model {
         let plan = Plan::new(&next, readout, &self.kv, &self.options, self.config.vocab_size).ok()?;
         let layout = self.layout(&plan, readout);
         let (encoder, _) = self.encode_call(&plan, &layout);
-        Some(Encoded { listing: self.graph.listing(&plan), layout, commands: encoder.finish() })
+        let listing = self.graph.listing(&plan);
+        Some(Encoded { tokens: plan.tokens(), listing, layout, commands: encoder.finish() })
     }
 
-    /// A call's commands up to its read-back copies. Returns the encoder and how many profiled
+    /// A call's commands: its inputs copied into place, the layers and the head, the read-back
+    /// copies (without the full-logits one). Returns the encoder and how many profiled
     /// dispatches belong to the layers (0 unprofiled).
     fn encode_call(&mut self, plan: &Plan, layout: &Readback) -> (wgpu::CommandEncoder, usize) {
         let mut encoder = self.gpu.device().create_command_encoder(&Default::default());
+        let inputs = &self.graph.scratch;
+        plan.encode_input_copies(&mut encoder, &inputs.packed_inputs, inputs.inputs());
         let layers_end = self.encode(&mut encoder, plan);
         let s = &self.graph.scratch;
         let timer = if self.profiler.is_none() { s.timer.as_ref() } else { None };
@@ -365,9 +371,11 @@ impl Model {
     }
 }
 
-/// A call's commands encoded ahead ([`Model::forward`]): what they dispatch and where their
-/// results will lie, so the call that comes can check they are its own.
+/// A call's commands encoded ahead ([`Model::forward`]): how many tokens' inputs they copy
+/// into place, what they dispatch and where their results will lie, so the call that comes
+/// can check they are its own.
 struct Encoded {
+    tokens: u32,
     listing: Vec<Listed>,
     layout: Readback,
     commands: wgpu::CommandBuffer,

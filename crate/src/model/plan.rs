@@ -22,7 +22,7 @@ pub(super) struct Plan {
     pub keys: AttendedKeys,
 }
 
-/// The buffers [`Plan::upload`] writes.
+/// The buffers [`Plan::encode_input_copies`] fills from the uploaded inputs.
 pub(super) struct PlanInputs<'a> {
     pub tokens: &'a wgpu::Buffer,         // uniform (M, 0, 0, 0)
     pub rows: &'a wgpu::Buffer,           // uniform (R, top_k, 0, 0)
@@ -136,17 +136,34 @@ impl Plan {
         self.read_positions.len() as u32
     }
 
-    /// Writes the per-call inputs: the uniforms, the ids, the token meta, the read-out
-    /// positions and the choice ids.
-    pub fn upload(&self, queue: &wgpu::Queue, to: PlanInputs, choice_ids: &[u32]) {
-        let words = |b: &wgpu::Buffer, data: &[u32]| queue.write_buffer(b, 0, bytemuck::cast_slice(data));
-        words(to.tokens, &[self.tokens(), 0, 0, 0]);
-        words(to.rows, &[self.rows(), self.top_k as u32, 0, 0]);
-        words(to.ids, &self.ids);
-        words(to.token_meta, &self.token_meta);
-        words(to.read_positions, &self.read_positions);
-        if !choice_ids.is_empty() {
-            words(to.choice_ids, choice_ids);
+    /// Writes the per-call inputs into `packed` in one write: the uniforms, the ids, the token
+    /// meta, the read-out positions and the choice ids, back to back. Each write is a staging
+    /// allocation and a copy, on the CPU's path before the GPU can start; the copies to where
+    /// the kernels read them are encoded with the commands ([`Plan::encode_input_copies`]).
+    pub fn upload(&self, queue: &wgpu::Queue, packed: &wgpu::Buffer, choice_ids: &[u32]) {
+        let uniforms = [self.tokens(), 0, 0, 0, self.rows(), self.top_k as u32, 0, 0];
+        let words: Vec<u32> = [&uniforms[..], &self.ids, &self.token_meta, &self.read_positions, choice_ids].concat();
+        queue.write_buffer(packed, 0, bytemuck::cast_slice(&words));
+    }
+
+    /// Copies the inputs [`Plan::upload`] packed into `packed` to the buffers the kernels read.
+    /// Their sizes depend on the token, read-out and choice counts only.
+    pub fn encode_input_copies(&self, encoder: &mut wgpu::CommandEncoder, packed: &wgpu::Buffer, to: PlanInputs) {
+        let sections = [
+            (to.tokens, 4),
+            (to.rows, 4),
+            (to.ids, self.ids.len()),
+            (to.token_meta, self.token_meta.len()),
+            (to.read_positions, self.read_positions.len()),
+            (to.choice_ids, self.choices),
+        ];
+        let mut at = 0;
+        for (buffer, words) in sections {
+            let bytes = 4 * words as u64;
+            if bytes > 0 {
+                encoder.copy_buffer_to_buffer(packed, at, buffer, 0, Some(bytes));
+            }
+            at += bytes;
         }
     }
 }
