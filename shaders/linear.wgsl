@@ -12,7 +12,7 @@ struct Shape {
     out_cols: u32,   // row stride of y
     row_start: u32,  // first row of this chunk in its layer (and its bias)
     eps: f32,        // the folded RMSNorm's epsilon (with NORM)
-    _pad1: u32,
+    splits: u32,     // parts of K in split-K (matmul's SPLIT, split_sum)
     _pad2: u32,
 }
 struct Tokens {

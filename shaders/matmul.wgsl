@@ -7,7 +7,12 @@
 // workgroups than 64 and serves small batches, where 64 would leave most of a GPU idle.
 // With SWIGLU a tile's first TILE / 2 weight rows are gate rows and the others the up rows of
 // the same outputs, so each thread holds both halves of its two outputs (see store_swiglu).
+// With SPLIT (split-K) the grid's z splits K into shape.splits parts of whole BK steps: each
+// workgroup sums its part only and writes it to y, bound to a [splits, M, N] partials buffer that
+// split_sum.wgsl adds up. It serves small batches whose few tiles each walk a long K (down_proj):
+// more, shorter workgroups in flight instead of a few long ones.
 override TILE: u32 = 64u;        // 32 or 64: at least 32, so each tile load has a thread
+override SPLIT: bool = false;
 const BK: u32 = 16u;             // K per step
 const ROW: u32 = 5u;             // vec4s per tile row: BK / 4 + 1 of padding against bank conflicts
 // Tiles row-major, [TILE, BK] plus padding, read 4 k at a time.
@@ -75,6 +80,10 @@ fn main(
 ) {
     let m0 = wg.y * TILE;
     let step = TILE / 4u;
+    // This workgroup's values of K: all of them, or with SPLIT its part.
+    let part = select(shape.k, (shape.k + shape.splits * BK - 1u) / (shape.splits * BK) * BK, SPLIT);
+    let k_begin = wg.z * part;
+    let k_end = min(k_begin + part, shape.k);
     var acc0 = vec4<f32>(0.0);
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
@@ -94,20 +103,20 @@ fn main(
     var w_lo = vec4<f32>(0.0);
     var w_hi = vec4<f32>(0.0);
     if loads {
-        let xv = x_eight(m0 + row, col);
-        let wv = w_eight(n, col);
+        let xv = x_eight(m0 + row, k_begin + col);
+        let wv = w_eight(n, k_begin + col);
         x_lo = xv[0];
         x_hi = xv[1];
         w_lo = wv[0];
         w_hi = wv[1];
     }
-    for (var k0 = 0u; k0 < shape.k; k0 += BK) {
+    for (var k0 = k_begin; k0 < k_end; k0 += BK) {
         if loads {
             xs[at] = x_lo;
             xs[at + 1u] = x_hi;
             ws[at] = w_lo;
             ws[at + 1u] = w_hi;
-            let xv = x_eight(m0 + row, k0 + BK + col);  // zeros past K
+            let xv = x_eight(m0 + row, k0 + BK + col);  // zeros past K; past k_end, unused
             let wv = w_eight(n, k0 + BK + col);
             x_lo = xv[0];
             x_hi = xv[1];
@@ -140,6 +149,13 @@ fn main(
         return;
     }
     let n0 = wg.x * TILE + lid.x;
+    if SPLIT {
+        store_partial_row(wg.z, m0 + lid.y, n0, step, acc0);
+        store_partial_row(wg.z, m0 + lid.y + step, n0, step, acc1);
+        store_partial_row(wg.z, m0 + lid.y + 2u * step, n0, step, acc2);
+        store_partial_row(wg.z, m0 + lid.y + 3u * step, n0, step, acc3);
+        return;
+    }
     store_row(m0 + lid.y, n0, step, acc0);
     store_row(m0 + lid.y + step, n0, step, acc1);
     store_row(m0 + lid.y + 2u * step, n0, step, acc2);
@@ -159,4 +175,22 @@ fn store_row(m: u32, n: u32, step: u32, v: vec4<f32>) {
 fn store_swiglu_row(m: u32, o: u32, step: u32, v: vec4<f32>) {
     store_swiglu(m, o, v.x, v.z);
     store_swiglu(m, o + step, v.y, v.w);
+}
+
+// With SPLIT, token m's sums over K part `split` for weight rows n, n + step, n + 2 step and
+// n + 3 step.
+fn store_partial_row(split: u32, m: u32, n: u32, step: u32, v: vec4<f32>) {
+    store_partial(split, m, n, v.x);
+    store_partial(split, m, n + step, v.y);
+    store_partial(split, m, n + 2u * step, v.z);
+    store_partial(split, m, n + 3u * step, v.w);
+}
+
+// partials[split, m, n] (y is the [splits, M, N] partials buffer): no bias, nothing added.
+// Out-of-range (m, n) are skipped.
+fn store_partial(split: u32, m: u32, n: u32, v: f32) {
+    if m >= tokens.m || n >= shape.n {
+        return;
+    }
+    y[(split * tokens.m + m) * shape.n + n] = v;
 }

@@ -11,7 +11,8 @@ import { formatMillions } from './svg.js';
  */
 export const ARTICLE = { prompt: 600, prefillMs: 60, prefillPlusOneMs: 61, decodeMs: 30, aSteps: 8, bSteps: 1 };
 
-const LINEAR = new Set(['matmul', 'matvec', 'linear_direct']);
+// split_sum is the second pass of a matmul split over K: part of the same linear layer.
+const LINEAR = new Set(['matmul', 'matvec', 'linear_direct', 'split_sum']);
 const share = (part, whole) => (whole > 0 ? Math.round((100 * part) / whole) : 0);
 
 /** The reading of each profiled phase (prefill, then decode), in the page's language. */

@@ -156,6 +156,27 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             let fraction = l["gbps"].as_f64().unwrap() / report["micro"]["copy_gbps"].as_f64().unwrap();
             assert!((l["copy_fraction"].as_f64().unwrap() - fraction).abs() < 1e-9);
         }
+        // The prefill kernel alone at the same shapes and 128 token rows: on GPUs down_proj's
+        // long K also runs split (8 parts of 608), the other two never.
+        let prefill = report["micro"]["prefill_linear"].as_array().unwrap();
+        let shapes: Vec<(u64, u64, u64)> = prefill
+            .iter()
+            .map(|l| (l["m"].as_u64().unwrap(), l["k"].as_u64().unwrap(), l["n"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(shapes, [(128, 896, 896), (128, 896, 4864), (128, 4864, 896)]);
+        for l in prefill {
+            assert_eq!(l["kernel"], if kernels == "tiled" { "matmul" } else { "linear_direct" });
+            let fraction = l["gflops"].as_f64().unwrap() / report["micro"]["fma_gflops"].as_f64().unwrap();
+            assert!(
+                l["gpu_ms"].as_f64().unwrap() > 0.0 && (l["fma_fraction"].as_f64().unwrap() - fraction).abs() < 1e-9
+            );
+            let splits = kernels == "tiled" && l["k"] == 4864;
+            assert_eq!(l["split"]["parts"].as_u64(), splits.then_some(8), "{l}");
+            if splits {
+                let (ms, gflops) = (l["split"]["gpu_ms"].as_f64().unwrap(), l["split"]["gflops"].as_f64().unwrap());
+                assert!((ms * gflops * 1e6 - 2.0 * 128.0 * 4864.0 * 896.0).abs() < 1.0, "{l}");
+            }
+        }
         let phases = report["profile"]["phases"].as_array().unwrap();
         let names: Vec<(&str, u64)> =
             phases.iter().map(|p| (p["phase"].as_str().unwrap(), p["tokens"].as_u64().unwrap())).collect();

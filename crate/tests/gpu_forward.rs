@@ -304,3 +304,37 @@ fn synthetic_qwen2_5_0_5b_top5_matches_the_cpu_reference() {
         }
     }
 }
+
+/// A prefill of more tokens than matvec serves, on the GPU family, with an intermediate size
+/// long enough that down_proj splits K (matmul writing partial sums, split_sum adding them):
+/// the split runs in every layer, the layers share one partials buffer, and the logits equal
+/// the CPU reference's, after the prompt and after a decode step (matvec, no split).
+#[test]
+fn a_prefill_whose_down_proj_splits_k_matches_the_cpu_reference() {
+    let mut config = onetoken::Qwen2Config::qwen2_5_0_5b();
+    (config.hidden_size, config.intermediate_size, config.num_hidden_layers) = (128, 1600, 3);
+    (config.num_attention_heads, config.num_key_value_heads, config.vocab_size) = (2, 1, 1000);
+    let prompt: Vec<u32> = (0..45u32).map(|i| (i * 37 + 11) % 1000).collect();
+    let next = 321u32;
+    let cpu = CpuModel::from_tensors(config.clone(), onetoken::synthetic::cpu_tensors(&config)).unwrap();
+    let mut cache = CpuKvCache::new(&config);
+    let cpu_prompt = cpu.forward(&prompt, &mut cache, Logits::Last).unwrap().logits;
+    let cpu_next = cpu.forward(&[next], &mut cache, Logits::Last).unwrap().logits;
+    let gpu =
+        Rc::new(Gpu::new_blocking(GpuOptions { kernels: Some(KernelFamily::Tiled), ..Default::default() }).unwrap());
+    let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
+    let options = ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 8 };
+    let mut model = Model::new(gpu, weights, options).unwrap();
+    model.set_profiling(true).unwrap();
+    let gpu_prompt = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
+    let sums = |out: &onetoken::model::ForwardOut| out.profile.iter().filter(|(d, _)| d.kernel == "split_sum").count();
+    assert_eq!(sums(&gpu_prompt), config.num_hidden_layers, "one split down_proj a layer");
+    let gpu_next = block(model.decode(&[(0, next)], LOGITS_LAST)).unwrap();
+    assert_eq!(sums(&gpu_next), 0, "a decode step runs matvec");
+    for (what, g, c) in
+        [("prompt", &gpu_prompt.rows[0].logits, &cpu_prompt), ("decode", &gpu_next.rows[0].logits, &cpu_next)]
+    {
+        assert_eq!(argmax(g), argmax(c), "split-K model {what}");
+        assert_close(g, c, 1e-3, 1e-3, &format!("split-K model {what}"));
+    }
+}

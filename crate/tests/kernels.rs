@@ -130,7 +130,15 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(gpu, m);
                 let b_used = bias.then_some(&bb);
-                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: b_used, y: &yb, out_cols: n, first_col: 0 };
+                let io = ops::LinearBuffers {
+                    tokens: &t,
+                    x: &xb,
+                    bias: b_used,
+                    y: &yb,
+                    out_cols: n,
+                    first_col: 0,
+                    partials: None,
+                };
                 let store = if accumulate { ops::Store::Accumulate } else { ops::Store::Overwrite };
                 let op = ops::Linear::new(gpu, &wm, io, store);
                 run(gpu, |p| op.encode(p, m as u32));
@@ -159,7 +167,8 @@ fn linear_over_split_weights_equals_unsplit() {
         let (xb, bb) = (gpu.storage_from("x", &x[..rows * k]), gpu.storage_from("b", &b));
         let yb = gpu.storage_from("y", &y0[..rows * out_cols]);
         let t = tokens(&gpu, rows);
-        let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: Some(&bb), y: &yb, out_cols, first_col };
+        let io =
+            ops::LinearBuffers { tokens: &t, x: &xb, bias: Some(&bb), y: &yb, out_cols, first_col, partials: None };
         let op = ops::Linear::new(&gpu, &wm, io, ops::Store::Overwrite);
         run(&gpu, |p| op.encode(p, rows as u32));
         let mut want = y0[..rows * out_cols].to_vec();
@@ -168,6 +177,91 @@ fn linear_over_split_weights_equals_unsplit() {
         }
         assert_close(&read(&gpu, &yb, rows * out_cols), &want, 1e-4, 1e-4, &format!("split linear {family:?}"));
     }
+}
+
+#[test]
+fn matmul_split_over_k_equals_the_reference() {
+    let gpu = family_gpu(KernelFamily::Tiled, None);
+    let partials = ops::SplitPartials::new(&gpu);
+    // (M, K, N, split): a prefill of few 32 x 32 tiles splits a K of 1,024 or more into parts
+    // (at most 8); the sum pass is a second dispatch. 0.5B's and 1.5B's down_proj and 1.5B's
+    // o_proj at prefill sizes; 252 tiles, the most that split, in 8 parts (the partials buffer
+    // full); 280 tiles and a K of 896, unsplit; matvec's rows (M <= 32) where K allows matvec,
+    // else matmul splits at any M; K % 16 == 8 (the last part ends half a step past K); parts
+    // that K does not divide; quantized blocks.
+    let cases: [(usize, usize, usize, bool); 12] = [
+        (33, 4864, 896, true),
+        (128, 4864, 896, true),
+        (288, 4864, 896, true),
+        (289, 4864, 896, false),
+        (65, 8960, 1536, true),
+        (40, 1536, 1536, true),
+        (128, 896, 896, false),
+        (3, 1096, 33, false),
+        (3, 1098, 33, true),
+        (40, 1048, 33, true),
+        (100, 1600, 70, true),
+        (67, 2560, 129, true),
+    ];
+    for (i, &(m, k, n, split)) in cases.iter().enumerate() {
+        for format in formats_for(k, m * k * n > 20_000_000) {
+            for (bias, accumulate) in [(false, false), (true, true)] {
+                let seed = 400 + (i * 10) as u64;
+                let x = seeded(seed, m * k, 1.0);
+                let w = format.round(&seeded(seed + 1, n * k, 0.1), k);
+                let b = seeded(seed + 2, n, 0.5);
+                let y0 = seeded(seed + 3, m * n, 1.0);
+                let mut want = reference::linear(&x, &w, bias.then_some(&b[..]), k);
+                if accumulate {
+                    want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+                }
+                let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), format, &w).unwrap();
+                let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
+                let t = tokens(&gpu, m);
+                let (bias, partials) = (bias.then_some(&bb), Some(&partials));
+                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias, y: &yb, out_cols: n, first_col: 0, partials };
+                let store = if accumulate { ops::Store::Accumulate } else { ops::Store::Overwrite };
+                let op = ops::Linear::new(&gpu, &wm, io, store);
+                let mut listing = Vec::new();
+                op.encode(&mut Dispatcher::listing(&mut listing), m as u32);
+                let what = format!("split-K M={m} K={k} N={n} {} bias={}", format.name(), bias.is_some());
+                assert_eq!(listing.len(), 1 + usize::from(split), "{what}: dispatches");
+                run(&gpu, |p| op.encode(p, m as u32));
+                assert_close(&read(&gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
+            }
+        }
+    }
+    // Over weights split into chunks by a 64 KiB binding limit (31 rows of K = 1,048), into
+    // columns 5..75 of an 80-wide output: each chunk splits, and they share the partials.
+    let gpu = family_gpu(KernelFamily::Tiled, Some(65_536));
+    let partials = ops::SplitPartials::new(&gpu);
+    let (m, k, n, first_col, out_cols) = (40, 1048, 70, 5, 80);
+    let (x, w, b) = (seeded(1, m * k, 1.0), Dtype::BF16.round(&seeded(2, n * k, 0.1)), seeded(3, n, 0.5));
+    let y0 = seeded(4, m * out_cols, 1.0);
+    let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), BF16, &w).unwrap();
+    assert_eq!(wm.chunks().len(), 3);
+    let (xb, bb, yb, t) =
+        (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0), tokens(&gpu, m));
+    let io = ops::LinearBuffers {
+        tokens: &t,
+        x: &xb,
+        bias: Some(&bb),
+        y: &yb,
+        out_cols,
+        first_col,
+        partials: Some(&partials),
+    };
+    let op = ops::Linear::new(&gpu, &wm, io, ops::Store::Accumulate);
+    let mut listing = Vec::new();
+    op.encode(&mut Dispatcher::listing(&mut listing), m as u32);
+    assert_eq!(listing.len(), 6);
+    run(&gpu, |p| op.encode(p, m as u32));
+    let layer = reference::linear(&x, &w, Some(&b), k);
+    let mut want = y0.clone();
+    for r in 0..m {
+        want[r * out_cols + first_col..][..n].iter_mut().zip(&layer[r * n..][..n]).for_each(|(a, v)| *a += v);
+    }
+    assert_close(&read(&gpu, &yb, m * out_cols), &want, 1e-4, 1e-4, "split-K over chunks");
 }
 
 #[test]
@@ -193,7 +287,8 @@ fn matrices_copied_into_one_equal_their_concatenation() {
         assert!(fused.chunks().len() > 1);
         let n = fused.rows();
         let (xb, yb, t) = (gpu.storage_from("x", &x), gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-        let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n, first_col: 0 };
+        let io =
+            ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n, first_col: 0, partials: None };
         let op = ops::Linear::new(&gpu, &fused, io, ops::Store::Overwrite);
         run(&gpu, |p| op.encode(p, m as u32));
         let want = reference::linear(&x, &whole, None, k);
@@ -231,7 +326,15 @@ fn linear_with_a_folded_norm_or_swiglu_equals_the_operation_then_linear() {
             ];
             for (name, fold, want) in folds {
                 let (yb, t) = (gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: Some(&bb), y: &yb, out_cols: n, first_col: 0 };
+                let io = ops::LinearBuffers {
+                    tokens: &t,
+                    x: &xb,
+                    bias: Some(&bb),
+                    y: &yb,
+                    out_cols: n,
+                    first_col: 0,
+                    partials: None,
+                };
                 let op = ops::Linear::folded(&gpu, &wm, io, ops::Store::Overwrite, fold).expect("K % 8 == 0");
                 run(&gpu, |p| op.encode(p, m as u32));
                 let what = format!("{name} + linear M={m} K={k} N={n} {}", format.name());
@@ -244,7 +347,8 @@ fn linear_with_a_folded_norm_or_swiglu_equals_the_operation_then_linear() {
     for (gpu, k) in [(family_gpu(KernelFamily::Direct, None), 64), (family_gpu(KernelFamily::Tiled, None), k)] {
         let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), BF16, &seeded(1, n * k, 0.1)).unwrap();
         let (xb, yb, t) = (gpu.storage("x", (m * k * 4) as u64), gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-        let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n, first_col: 0 };
+        let io =
+            ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n, first_col: 0, partials: None };
         let fold = ops::Fold::Norm { weight: &xb, eps: 1e-6 };
         assert!(ops::Linear::folded(&gpu, &wm, io, ops::Store::Overwrite, fold).is_none(), "K={k}");
     }
@@ -292,7 +396,15 @@ fn gate_and_up_rows_paired_write_their_swiglu() {
                 let want: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| reference::silu(*g) * u).collect();
                 let (yb, t) = (gpu.storage("y", (m * inter * 4) as u64), tokens(&gpu, m));
                 let bias = bias.then_some(&bb);
-                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias, y: &yb, out_cols: inter, first_col: 0 };
+                let io = ops::LinearBuffers {
+                    tokens: &t,
+                    x: &xb,
+                    bias,
+                    y: &yb,
+                    out_cols: inter,
+                    first_col: 0,
+                    partials: None,
+                };
                 let what = format!("paired M={m} K={k} I={inter} {} folded={folded}", format.name());
                 let Some(op) = ops::Linear::swiglu(&gpu, &wm, io, folded.then_some(fold)) else {
                     assert!(folded && !k.is_multiple_of(8), "{what}: only matvec folds, at K % 8 == 0");
@@ -308,7 +420,8 @@ fn gate_and_up_rows_paired_write_their_swiglu() {
     for gpu in [family_gpu(KernelFamily::Direct, None), family_gpu(KernelFamily::Tiled, Some(4096))] {
         let wm = PackedMatrix::from_f32(&gpu, "gate_up", (66, 64), BF16, &w).unwrap();
         let (xb, yb, t) = (gpu.storage("x", 4 * 64), gpu.storage("y", 4 * 33), tokens(&gpu, 1));
-        let io = ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: 33, first_col: 0 };
+        let io =
+            ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: 33, first_col: 0, partials: None };
         assert!(!ops::Linear::pairs_rows(&gpu, &wm) && ops::Linear::swiglu(&gpu, &wm, io, None).is_none());
     }
 }

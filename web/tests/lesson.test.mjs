@@ -50,11 +50,17 @@ test('kernel readings count dispatches per layer and the linear layers\' share',
     { kernel: 'attention', gpu_ms: 2, flops: 1e6, count: 2 },
   ];
   const dispatches = [...Array(6)].map((_, i) => ({ layer: i < 4 ? i % 2 : null }));
-  const phase = (name, tokens, context) => ({ phase: name, tokens, context, kernels, dispatches, dispatch_count: 6, kernels_ms: 8 });
+  // A prefill's matmul split over K: its second pass (split_sum) is part of the linear layer.
+  const split = [
+    { kernel: 'matmul', gpu_ms: 5, flops: 1.9e9, count: 2 },
+    { kernel: 'split_sum', gpu_ms: 1, flops: 0.1e9, count: 2 },
+    kernels[1],
+  ];
+  const phase = (name, tokens, context, kernels) => ({ phase: name, tokens, context, kernels, dispatches, dispatch_count: 6, kernels_ms: 8 });
   const r = {
     model: { layers: 2, decode_bytes: 988e6 },
     micro: { fma_gflops: 1000 },
-    profile: { phases: [phase('prefill', 64, 0), phase('decode', 1, 64)] },
+    profile: { phases: [phase('prefill', 64, 0, split), phase('decode', 1, 64, kernels)] },
   };
   const [prefill, decode] = kernelReadings(r, en, fill);
   assert.equal(decode, 'decode: 2 layers × 2 dispatches (6 in all); the weights (988 MB) are read once per step; 75% of the time is the linear layers (matvec).');

@@ -1,19 +1,23 @@
 //! Microbenchmarks for the roofline: the device's copy bandwidth and FMA throughput, and the
-//! linear layers' decode kernel alone at Qwen2.5-0.5B's shapes, each timed over repeats in one
-//! submit.
+//! linear layers' kernels alone at Qwen2.5-0.5B's shapes, for a decode step and for a prefill
+//! (with and without split-K where the layer splits), each timed over repeats in one submit.
 
-use super::{LinearMicro, Micro};
+use super::{LinearMicro, Micro, PrefillLinearMicro, SplitMicro};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::gpu::Binding::*;
 use crate::gpu::{Dispatcher, Gpu, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
-use crate::ops::{Linear, LinearBuffers, Store, fill_synthetic, workgroup};
+use crate::ops::{Linear, LinearBuffers, SplitPartials, Store, fill_synthetic, workgroup};
 use crate::quant::WeightFormat;
 use crate::weights::Dtype;
 
-/// (K, N) of the decode microbenchmark: Qwen2.5-0.5B's o_proj, gate_proj (and up_proj) and
+/// (K, N) of the linear microbenchmarks: Qwen2.5-0.5B's o_proj, gate_proj (and up_proj) and
 /// down_proj.
 pub const LINEAR_SHAPES: [(usize, usize); 3] = [(896, 896), (896, 4864), (4864, 896)];
+
+/// Token rows of the prefill microbenchmark: a prompt of about 128 tokens, where B's target
+/// lies and where 0.5B's down_proj makes too few tiles to fill a large GPU unless it splits K.
+pub const PREFILL_ROWS: usize = 128;
 
 const COPY: KernelSpec = KernelSpec {
     name: "bench_copy",
@@ -81,11 +85,64 @@ pub async fn microbenchmarks(gpu: &Gpu) -> Result<Micro> {
     time_kernel(gpu, 1, dispatch).await?;
     let (fma_ms, _) = time_kernel(gpu, 4, dispatch).await?;
     let flops = f64::from(threads) * f64::from(iters) * 8.0 * 4.0 * 2.0;
-    let mut linear = Vec::new();
+    let fma_gflops = flops / (fma_ms * 1e6);
+    let (mut linear, mut prefill_linear) = (Vec::new(), Vec::new());
     for (k, n) in LINEAR_SHAPES {
         linear.push(linear_decode(gpu, k, n, copy_gbps).await?);
+        prefill_linear.push(linear_prefill(gpu, k, n, fma_gflops).await?);
     }
-    Ok(Micro { copy_gbps, fma_gflops: flops / (fma_ms * 1e6), gpu_timed, linear })
+    Ok(Micro { copy_gbps, fma_gflops, gpu_timed, linear, prefill_linear })
+}
+
+/// Synthetic bf16 `[n, k]` weight matrices, filled on the GPU.
+fn synthetic_matrices(gpu: &Gpu, count: usize, k: usize, n: usize) -> Result<Vec<PackedMatrix>> {
+    let bf16 = WeightFormat::Float(Dtype::BF16);
+    let weights =
+        (0..count).map(|_| PackedMatrix::new(gpu, "bench weights", n, k, bf16)).collect::<Result<Vec<_>>>()?;
+    let mut encoder = gpu.device().create_command_encoder(&Default::default());
+    {
+        let mut pass = Dispatcher::new(&mut encoder, "bench weights", None);
+        for (i, w) in weights.iter().enumerate() {
+            fill_synthetic(gpu, &mut pass, w, i as u32, 0.02);
+        }
+    }
+    gpu.queue().submit([encoder.finish()]);
+    Ok(weights)
+}
+
+/// [`PREFILL_ROWS`] token rows times a bf16 `[n, k]` matrix by the kernel a prefill uses on this
+/// device (matmul, or linear_direct on CPU-like devices), and where the layer splits K at that
+/// size, the same layer unsplit beside it, both in this run.
+async fn linear_prefill(gpu: &Gpu, k: usize, n: usize, fma_gflops: f64) -> Result<PrefillLinearMicro> {
+    let (m, repeats) = (PREFILL_ROWS, 4);
+    let weights = synthetic_matrices(gpu, 1, k, n)?;
+    let (x, y) = (gpu.storage("bench x", (m * k * 4) as u64), gpu.storage("bench y", (m * n * 4) as u64));
+    let tokens = gpu.uniform("bench tokens", &[m as u32, 0, 0, 0]);
+    let partials = SplitPartials::new(gpu);
+    let io =
+        |partials| LinearBuffers { tokens: &tokens, x: &x, bias: None, y: &y, out_cols: n, first_col: 0, partials };
+    let gflops = |ms: f64| 2.0 * (m * k * n) as f64 / (ms * 1e6);
+    let unsplit = Linear::new(gpu, &weights[0], io(None), Store::Overwrite);
+    let gpu_ms = time_layer(gpu, &unsplit, m as u32, repeats).await?;
+    let layer = Linear::new(gpu, &weights[0], io(Some(&partials)), Store::Overwrite);
+    let split = match layer.split_parts(m as u32) {
+        Some(parts) => {
+            let gpu_ms = time_layer(gpu, &layer, m as u32, repeats).await?;
+            Some(SplitMicro { parts, gpu_ms, gflops: gflops(gpu_ms), fma_fraction: gflops(gpu_ms) / fma_gflops })
+        }
+        None => None,
+    };
+    weights.iter().for_each(PackedMatrix::destroy);
+    let kernel = unsplit.kernel_name(m as u32);
+    let fma_fraction = gflops(gpu_ms) / fma_gflops;
+    Ok(PrefillLinearMicro { m, k, n, kernel, gpu_ms, gflops: gflops(gpu_ms), fma_fraction, split })
+}
+
+/// ms per run of `layer` over `m` token rows, after a warm-up.
+async fn time_layer(gpu: &Gpu, layer: &Linear, m: u32, repeats: u32) -> Result<f64> {
+    let run = |p: &mut Dispatcher| layer.encode(p, m);
+    time_kernel(gpu, 1, run).await?;
+    Ok(time_kernel(gpu, repeats, run).await?.0)
 }
 
 /// Weight bytes the linear microbenchmark cycles through: more than a large GPU's L2 cache
@@ -97,21 +154,11 @@ const LINEAR_BYTES: u64 = 96 << 20;
 /// step uses on this device (matvec, or linear_direct on CPU-like devices): one dispatch per
 /// matrix over as many matrices as make [`LINEAR_BYTES`], each read once per run.
 async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<LinearMicro> {
-    let bf16 = WeightFormat::Float(Dtype::BF16);
-    let count = LINEAR_BYTES.div_ceil(bf16.row_bytes(k) as u64 * n as u64) as usize;
-    let weights =
-        (0..count).map(|_| PackedMatrix::new(gpu, "bench weights", n, k, bf16)).collect::<Result<Vec<_>>>()?;
-    let mut encoder = gpu.device().create_command_encoder(&Default::default());
-    {
-        let mut pass = Dispatcher::new(&mut encoder, "bench weights", None);
-        for (i, w) in weights.iter().enumerate() {
-            fill_synthetic(gpu, &mut pass, w, i as u32, 0.02);
-        }
-    }
-    gpu.queue().submit([encoder.finish()]);
+    let count = LINEAR_BYTES.div_ceil(WeightFormat::Float(Dtype::BF16).row_bytes(k) as u64 * n as u64) as usize;
+    let weights = synthetic_matrices(gpu, count, k, n)?;
     let (x, y) = (gpu.storage("bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
     let tokens = gpu.uniform("bench tokens", &[1u32, 0, 0, 0]);
-    let io = || LinearBuffers { tokens: &tokens, x: &x, bias: None, y: &y, out_cols: n, first_col: 0 };
+    let io = || LinearBuffers { tokens: &tokens, x: &x, bias: None, y: &y, out_cols: n, first_col: 0, partials: None };
     let layers: Vec<Linear> = weights.iter().map(|w| Linear::new(gpu, w, io(), Store::Overwrite)).collect();
     let run = |p: &mut Dispatcher| layers.iter().for_each(|l| l.encode(p, 1));
     time_kernel(gpu, 1, run).await?; // warm-up
@@ -120,5 +167,5 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
     let bytes = weights[0].bytes() + 4 * (k + n) as u64;
     weights.iter().for_each(PackedMatrix::destroy);
     let gbps = bytes as f64 / (ms * 1e6);
-    Ok(LinearMicro { k, n, kernel: layers[0].decode_kernel(), gpu_ms: ms, gbps, copy_fraction: gbps / copy_gbps })
+    Ok(LinearMicro { k, n, kernel: layers[0].kernel_name(1), gpu_ms: ms, gbps, copy_fraction: gbps / copy_gbps })
 }

@@ -98,6 +98,37 @@ pub struct Micro {
     pub gpu_timed: bool,
     /// The decode kernel of a linear layer alone, at each of [`micro::LINEAR_SHAPES`].
     pub linear: Vec<LinearMicro>,
+    /// The prefill kernel of a linear layer alone, at each of [`micro::LINEAR_SHAPES`] and
+    /// [`micro::PREFILL_ROWS`] token rows.
+    pub prefill_linear: Vec<PrefillLinearMicro>,
+}
+
+/// `m` token rows times a bf16 weight matrix `[n, k]`, timed alone over repeats: what a
+/// prefill's linear layers can reach on this device.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefillLinearMicro {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    /// The kernel that ran unsplit (`matmul` or `linear_direct`).
+    pub kernel: &'static str,
+    pub gpu_ms: f64,
+    /// 2 x m x k x n per second, GFLOP/s, and as a fraction of the FMA microbenchmark.
+    pub gflops: f64,
+    pub fma_fraction: f64,
+    /// Where the model's layer of this shape splits K at `m` rows (the GPU family, long K), the
+    /// same layer run so, in the same run: the ratio to the unsplit figures says what the
+    /// split buys on this device. Absent where it does not split.
+    pub split: Option<SplitMicro>,
+}
+
+/// A linear layer split over K: matmul writing `parts` partial sums, then split_sum.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitMicro {
+    pub parts: u32,
+    pub gpu_ms: f64,
+    pub gflops: f64,
+    pub fma_fraction: f64,
 }
 
 /// One token row times a bf16 weight matrix `[n, k]`, timed alone over repeats: what a decode

@@ -377,6 +377,28 @@ fn print_report(r: &BenchReport) {
             100.0 * l.copy_fraction
         );
     }
+    for l in &r.micro.prefill_linear {
+        let split = l.split.as_ref().map_or(String::new(), |s| {
+            format!(
+                "; split over K in {}: {:.3} ms, {:.0}% of FMA ({:.2}x)",
+                s.parts,
+                s.gpu_ms,
+                100.0 * s.fma_fraction,
+                l.gpu_ms / s.gpu_ms
+            )
+        });
+        println!(
+            "micro: {} of {} x {} by bf16 [{}, {}]: {:.3} ms, {:.1} GFLOP/s = {:.0}% of FMA{split}",
+            l.kernel,
+            l.m,
+            l.k,
+            l.n,
+            l.k,
+            l.gpu_ms,
+            l.gflops,
+            100.0 * l.fma_fraction
+        );
+    }
     println!(
         "\n{:>6} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7}",
         "P", "A ms", "A pred", "steps", "B ms", "B full ms", "B pred", "A/B", "A/Bfull"

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, Listed, ListingCheck, MlpInput, PassTimer};
 use crate::ops::{
     Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, Linear, LinearBuffers, LmHeadRows,
-    MATVEC_MAX_ROWS, RmsNorm, SiluMul, Store, TOP_K_MAX, TopK,
+    MATVEC_MAX_ROWS, RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK,
 };
 
 /// Bytes of `n` 4-byte words (f32 or u32).
@@ -121,9 +121,10 @@ struct Target<'a> {
 
 impl<'a> Target<'a> {
     /// The layer reading `x` (with `fold` applied to it): `None` where it cannot run so.
-    fn linear(&self, g: &Gpu, tokens: &'a wgpu::Buffer, x: &'a wgpu::Buffer, fold: Option<Fold>) -> Option<Linear> {
-        let bias = self.linear.bias.as_ref();
-        let io = LinearBuffers { tokens, x, bias, y: self.y, out_cols: self.out_cols, first_col: self.first_col };
+    fn linear(&self, g: &Gpu, io: &LayerInputs<'a>, x: &'a wgpu::Buffer, fold: Option<Fold>) -> Option<Linear> {
+        let (bias, tokens, partials) = (self.linear.bias.as_ref(), io.tokens, io.partials);
+        let (y, out_cols, first_col) = (self.y, self.out_cols, self.first_col);
+        let io = LinearBuffers { tokens, x, bias, y, out_cols, first_col, partials };
         let w = &self.linear.weight;
         match (self.store, fold) {
             (None, fold) => Linear::swiglu(g, w, io, fold),
@@ -133,23 +134,30 @@ impl<'a> Target<'a> {
     }
 }
 
+/// What every linear layer of a decoder layer reads besides its weights and input: the `Tokens`
+/// uniform, and where split-K layers put their partial sums (GPU family only).
+struct LayerInputs<'a> {
+    tokens: &'a wgpu::Buffer,
+    partials: Option<&'a SplitPartials>,
+}
+
 impl FoldedLinears {
     /// The prologue, if any, comes with its input and its fold: the folded layers read that
     /// input and apply the fold.
     fn new<'a>(
         g: &Gpu,
-        tokens: &'a wgpu::Buffer,
+        io: &LayerInputs<'a>,
         prologue: Option<(Prologue, &'a wgpu::Buffer, Fold)>,
         targets: &[Target<'a>],
     ) -> Result<Self> {
         let unfolded = |t: &Target<'a>| {
-            t.linear(g, tokens, t.x, None)
+            t.linear(g, io, t.x, None)
                 .ok_or_else(|| Error::Gpu("these weights pair gate_proj and up_proj, which only the tiled kernels run: load them on the device (and kernel family) that runs the model".into()))
         };
         let layers = targets.iter().map(unfolded).collect::<Result<_>>()?;
         let folded = prologue
             .as_ref()
-            .and_then(|&(_, x, fold)| targets.iter().map(|t| t.linear(g, tokens, x, Some(fold))).collect());
+            .and_then(|&(_, x, fold)| targets.iter().map(|t| t.linear(g, io, x, Some(fold))).collect());
         Ok(Self { prologue: prologue.map(|(op, ..)| op), layers, folded })
     }
 
@@ -226,6 +234,7 @@ pub(super) struct Graph {
     pub scratch: Scratch,
     /// Bound into the kernels; kept here so dropping the graph frees them (see `Drop`).
     _activations: Activations,
+    _shared: LayerShared,
     embed_tokens: Embedding,
     layers: Vec<LayerOps>,
     head: HeadOps,
@@ -255,14 +264,16 @@ impl Graph {
             inv_freq: g.storage_from("inv_freq", &c.rope_inv_freq()),
             partial: g.storage("attention partial", dims.partial_bytes()),
             dims,
+            split_partials: (!g.direct_kernels()).then(|| SplitPartials::new(g)),
         };
         let layers = (0..c.num_hidden_layers)
             .map(|l| LayerOps::new(g, c, &weights.layers()[l], kv.layer(l), &s, &a, &shared))
             .collect::<Result<_>>()?;
         let head_x = g.storage("head_x", words(o.max_rows * h));
         let lm_head = weights.head();
-        let head_io =
-            LinearBuffers { tokens: &s.rows, x: &s.head_normed, bias: None, y: &s.logits, out_cols: v, first_col: 0 };
+        let (x, y) = (&s.head_normed, &s.logits);
+        // The head splits no K: its many rows make tiles enough.
+        let head_io = LinearBuffers { tokens: &s.rows, x, bias: None, y, out_cols: v, first_col: 0, partials: None };
         let head = HeadOps {
             gather_rows: GatherRows::new(g, &s.read_positions, &a.x, &head_x, h),
             norm: RmsNorm::new(g, &head_x, weights.norm(), &s.head_normed, h, c.rms_norm_eps),
@@ -271,7 +282,7 @@ impl Graph {
             lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, lm_head, &s.choice_logits),
         };
         let embed_tokens = Embedding::new(g, &s.ids, weights.embed_tokens(), &a.x);
-        Ok(Self { embed_tokens, layers, head, scratch: s, _activations: a })
+        Ok(Self { embed_tokens, layers, head, scratch: s, _activations: a, _shared: shared })
     }
 
     /// Every dispatch of a forward of `plan`, in order, encoding nothing.
@@ -316,12 +327,13 @@ impl Graph {
     }
 }
 
-/// What every layer's attention shares: the RoPE frequencies, the head shapes and the split
-/// attention's partial results.
+/// What every layer shares: the RoPE frequencies, the head shapes and the split attention's
+/// partial results; split-K's partial sums.
 struct LayerShared {
     inv_freq: wgpu::Buffer,
     partial: wgpu::Buffer,
     dims: AttentionDims,
+    split_partials: Option<SplitPartials>,
 }
 
 impl LayerOps {
@@ -352,11 +364,11 @@ impl LayerOps {
             let fold = Fold::Norm { weight, eps };
             Some((Prologue::Norm(RmsNorm::new(g, &a.x, weight, &a.normed, h, eps)), &a.x, fold))
         };
-        let tokens = &s.tokens;
+        let io = &LayerInputs { tokens: &s.tokens, partials: shared.split_partials.as_ref() };
         let (mlp_input, mlp_output) = match &w.mlp_input {
             MlpInput::Paired(gate_up) => (
-                FoldedLinears::new(g, tokens, norm(&w.post_attention_layernorm), &[mlp_in(gate_up, &a.gate, None)])?,
-                FoldedLinears::new(g, tokens, None, &[down])?,
+                FoldedLinears::new(g, io, norm(&w.post_attention_layernorm), &[mlp_in(gate_up, &a.gate, None)])?,
+                FoldedLinears::new(g, io, None, &[down])?,
             ),
             MlpInput::Separate { gate_proj, up_proj } => {
                 let up = &a.up;
@@ -364,8 +376,8 @@ impl LayerOps {
                 let mlp = [mlp_in(gate_proj, &a.gate, overwrite), mlp_in(up_proj, up, overwrite)];
                 let swiglu = Prologue::Swiglu(SiluMul::new(g, &a.gate, up, i));
                 (
-                    FoldedLinears::new(g, tokens, norm(&w.post_attention_layernorm), &mlp)?,
-                    FoldedLinears::new(g, tokens, Some((swiglu, &a.gate, Fold::Glu { up })), &[down])?,
+                    FoldedLinears::new(g, io, norm(&w.post_attention_layernorm), &mlp)?,
+                    FoldedLinears::new(g, io, Some((swiglu, &a.gate, Fold::Glu { up })), &[down])?,
                 )
             }
         };
@@ -380,9 +392,9 @@ impl LayerOps {
             inv_freq: &shared.inv_freq,
         };
         Ok(LayerOps {
-            attention_input: FoldedLinears::new(g, tokens, norm(&w.input_layernorm), &qkv)?,
+            attention_input: FoldedLinears::new(g, io, norm(&w.input_layernorm), &qkv)?,
             attention: Attention::new(g, attention, shared.dims)?,
-            o_proj: FoldedLinears::new(g, tokens, None, &[residual(&w.o_proj, &a.attn)])?,
+            o_proj: FoldedLinears::new(g, io, None, &[residual(&w.o_proj, &a.attn)])?,
             mlp_input,
             mlp_output,
         })

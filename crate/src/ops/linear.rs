@@ -2,12 +2,12 @@
 
 use std::rc::Rc;
 
-use super::{LINEAR_DIRECT, MATMUL, MATVEC, Pass, div_up, grid_2d, uniform, work, workgroup};
+use super::{LINEAR_DIRECT, MATMUL, MATVEC, Pass, SPLIT_SUM, div_up, grid_2d, uniform, work, workgroup};
 use crate::gpu::{Gpu, Kernel, PackedMatrix};
 
 uniform!(
     /// linear.wgsl's `Shape`, one per weight chunk.
-    LinearShape { k: u32, n: u32, n_offset: u32, out_cols: u32, row_start: u32, eps: f32, _pad1: u32, _pad2: u32 }
+    LinearShape { k: u32, n: u32, n_offset: u32, out_cols: u32, row_start: u32, eps: f32, splits: u32, _pad2: u32 }
 );
 
 /// Most token rows the matvec kernel serves (8 at a time, in its two vec4 accumulators). Up to
@@ -30,9 +30,47 @@ const MATVEC_ROWS: u32 = 8;
 /// workgroups): a large GPU has over 100 compute units, each wanting a few workgroups.
 const MIN_TILES_64: u32 = 256;
 
+/// Split-K (matmul's SPLIT, then split_sum): a prefill whose 32 x 32 tiles are fewer than this
+/// (the bar [`MIN_TILES_64`] sets for 64 x 64 ones) runs a layer of long K in parts of K, each
+/// part a workgroup of its own, and a second pass adds the parts up. 0.5B's down_proj (N = 896,
+/// K = 4,864) at 128 tokens makes 112 tiles, each walking 304 steps of K: on a GPU of over 100
+/// compute units that is one short workgroup per unit, with little to hide its loads' latency,
+/// for the longest dispatch of the layer. In 8 parts it makes 896 workgroups of 38 steps.
+const SPLIT_BELOW_TILES: u32 = 256;
+
+/// Fewest values of K per part: a part's fixed costs (its first loads, its stores, its share of
+/// the second pass) stay small beside its loop. So layers of K < 1,024 (0.5B's qkv and o_proj)
+/// never split.
+const SPLIT_MIN_K: usize = 512;
+
+/// Most parts of K: the second pass reads `parts` partial sums per output.
+const MAX_SPLITS: usize = 8;
+
+/// Threads per workgroup of split_sum, one output each.
+const SPLIT_SUM_WORKGROUP: u32 = 64;
+
+/// Where split-K layers write their partial sums: one buffer that every layer of a model shares
+/// (they run one after another), sized for the largest split any of them makes: fewer than
+/// [`SPLIT_BELOW_TILES`] tiles of 32 x 32 outputs, in up to [`MAX_SPLITS`] parts (8 MiB).
+pub struct SplitPartials(wgpu::Buffer);
+
+impl SplitPartials {
+    pub fn new(gpu: &Gpu) -> Self {
+        let floats = MAX_SPLITS * SPLIT_BELOW_TILES as usize * 32 * 32;
+        Self(gpu.storage("split-K partials", (floats * 4) as u64))
+    }
+}
+
+impl Drop for SplitPartials {
+    fn drop(&mut self) {
+        self.0.destroy();
+    }
+}
+
 /// The buffers a [`Linear`] reads and writes. `tokens` is linear.wgsl's `Tokens` uniform (M in
 /// its first field); `bias` is optional; `y` has `out_cols` columns, of which the layer writes
-/// its N from `first_col` on (0 but where several layers fill one output side by side).
+/// its N from `first_col` on (0 but where several layers fill one output side by side). With
+/// `partials`, the GPU family's matmul may split K (see [`SPLIT_BELOW_TILES`]).
 pub struct LinearBuffers<'a> {
     pub tokens: &'a wgpu::Buffer,
     pub x: &'a wgpu::Buffer,
@@ -40,6 +78,7 @@ pub struct LinearBuffers<'a> {
     pub y: &'a wgpu::Buffer,
     pub out_cols: usize,
     pub first_col: usize,
+    pub partials: Option<&'a SplitPartials>,
 }
 
 /// The operation before a [`Linear`] that its matvec applies as it reads x ([`Linear::folded`]).
@@ -54,12 +93,28 @@ pub enum Fold<'a> {
 /// Which kernels run the layer.
 enum Kernels {
     /// GPUs: matvec for M <= [`MATVEC_MAX_ROWS`] (when K allows it), else matmul in 64 x 64 or
-    /// 32 x 32 tiles.
-    Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Rc<Kernel>> },
+    /// 32 x 32 tiles, or for few 32 x 32 tiles split over K where the layer allows it.
+    Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Rc<Kernel>>, split: Option<SplitKernels> },
     /// CPU-like devices: the barrier-free kernel with 4 token rows per invocation, and with 1.
     Direct { block_4: Rc<Kernel>, block_1: Rc<Kernel> },
     /// GPUs, the operation before the layer folded in: matvec, applying it as it reads x.
     Folded { matvec: Rc<Kernel> },
+}
+
+/// Split-K's two passes: matmul in 32 x 32 tiles writing the parts' sums, and their sum.
+struct SplitKernels {
+    matmul: Rc<Kernel>,
+    sum: Rc<Kernel>,
+    /// Parts of K (2 to [`MAX_SPLITS`]).
+    parts: u32,
+}
+
+/// One weight chunk's bind groups: the layer's, and with split-K its two passes' (the matmul
+/// writing into the partials, the sum reading them).
+struct Chunk {
+    group: wgpu::BindGroup,
+    split: Option<(wgpu::BindGroup, wgpu::BindGroup)>,
+    rows: usize,
 }
 
 /// How a [`Linear`] stores its result.
@@ -76,8 +131,7 @@ pub enum Store {
 /// device's ([`Gpu::direct_kernels`]).
 pub struct Linear {
     kernels: Kernels,
-    /// One bind group per weight chunk, with the chunk's row count.
-    chunks: Vec<(wgpu::BindGroup, usize)>,
+    chunks: Vec<Chunk>,
     /// K, bytes per weight row, and whether y is read too (accumulate).
     k: usize,
     row_bytes: usize,
@@ -146,6 +200,14 @@ impl Linear {
             None => (None, io.x, 0.0, (0, 0)),
         };
         let bias = io.bias.unwrap_or(io.x);
+        // Split-K needs the whole dot product of nothing but x (so no fold, no pairs) and K
+        // long enough for two parts.
+        let parts = (k / SPLIT_MIN_K).min(MAX_SPLITS) as u32;
+        let split = (fold.is_none() && !swiglu && parts > 1 && io.partials.is_some()).then(|| SplitKernels {
+            matmul: gpu.kernel(&MATMUL, &with(&[("TILE", 32.0), ("SPLIT", 1.0)])),
+            sum: gpu.kernel(&SPLIT_SUM, &with(&[workgroup(SPLIT_SUM_WORKGROUP)])),
+            parts,
+        });
         let kernels = if let Some(switch) = switch {
             Kernels::Folded { matvec: gpu.kernel(&MATVEC, &with(&[matvec_rows, (switch, 1.0)])) }
         } else if gpu.direct_kernels() {
@@ -159,6 +221,7 @@ impl Linear {
                 // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one, 16
                 // or 32 quantized ones (rows of whole blocks, 16-byte aligned).
                 matvec: k.is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &with(&[matvec_rows]))),
+                split,
             }
         };
         let chunks = w
@@ -172,7 +235,7 @@ impl Linear {
                     out_cols: io.out_cols as u32,
                     row_start: c.row_start as u32,
                     eps,
-                    _pad1: 0,
+                    splits: parts,
                     _pad2: 0,
                 };
                 let shape = gpu.uniform("linear", &shape);
@@ -181,7 +244,15 @@ impl Linear {
                     Kernels::Direct { block_4, .. } => block_4,
                     Kernels::Folded { matvec } => matvec,
                 };
-                (gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]), c.rows)
+                let group = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]);
+                let split = match (&kernels, io.partials) {
+                    (Kernels::Tiled { split: Some(_), .. }, Some(SplitPartials(partials))) => Some((
+                        gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, partials, aux]),
+                        gpu.bind(layout, &[io.tokens, &shape, partials, &c.buffer, bias, io.y, partials]),
+                    )),
+                    _ => None,
+                };
+                Chunk { group, split, rows: c.rows }
             })
             .collect();
         Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads, swiglu }
@@ -190,21 +261,53 @@ impl Linear {
     /// Encodes the layer for `m` token rows.
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         let (m_, k) = (m as usize, self.k);
-        for (group, rows) in &self.chunks {
-            let (kernel, grid) = self.pick(m, *rows);
-            let outputs = if self.swiglu { rows / 2 } else { *rows };
+        for chunk in &self.chunks {
+            let rows = chunk.rows;
+            let outputs = if self.swiglu { rows / 2 } else { rows };
             let y = m_ * outputs * 4 * (1 + usize::from(self.accumulate));
             let x = m_ * k * 4 + self.extra_reads.0 + m_ * self.extra_reads.1;
-            pass.dispatch(kernel, group, grid, work(rows * self.row_bytes + x + y, 2 * m_ * k * rows));
+            let weights = rows * self.row_bytes;
+            if let (Some(split), Some((to_partials, from_partials))) = (self.split_for(m, rows), &chunk.split) {
+                let partials = split.parts as usize * m_ * rows * 4;
+                let grid = (div_up(rows, 32), m.div_ceil(32), split.parts);
+                pass.dispatch(&split.matmul, to_partials, grid, work(weights + x + partials, 2 * m_ * k * rows));
+                let grid = (div_up(rows, SPLIT_SUM_WORKGROUP as usize), m, 1);
+                pass.dispatch(&split.sum, from_partials, grid, work(partials + y, partials / 4));
+                continue;
+            }
+            let (kernel, grid) = self.pick(m, rows);
+            pass.dispatch(kernel, &chunk.group, grid, work(weights + x + y, 2 * m_ * k * rows));
         }
     }
 
-    /// The name of the kernel that runs a single token row (a decode step).
-    pub fn decode_kernel(&self) -> &'static str {
-        self.chunks.first().map_or("none", |(_, rows)| self.pick(1, *rows).0.name)
+    /// The name of the kernel that runs `m` token rows (1: a decode step); with split-K, its
+    /// first pass's.
+    pub fn kernel_name(&self, m: u32) -> &'static str {
+        self.chunks.first().map_or("none", |c| match self.split_for(m, c.rows) {
+            Some(split) => split.matmul.name,
+            None => self.pick(m, c.rows).0.name,
+        })
     }
 
-    /// The kernel and grid for `m` token rows and a chunk of `rows` weight rows.
+    /// The parts of K that `m` token rows run in, where the layer splits K for them.
+    pub fn split_parts(&self, m: u32) -> Option<u32> {
+        self.chunks.first().and_then(|c| self.split_for(m, c.rows)).map(|split| split.parts)
+    }
+
+    /// Split-K's kernels where `m` token rows and a chunk of `rows` weight rows run split: the
+    /// layer can, and matmul would run fewer than [`SPLIT_BELOW_TILES`] 32 x 32 tiles.
+    fn split_for(&self, m: u32, rows: usize) -> Option<&SplitKernels> {
+        match &self.kernels {
+            Kernels::Tiled { split: Some(split), matvec, .. } => {
+                let matvec_runs = matvec.is_some() && m <= MATVEC_MAX_ROWS;
+                let tiles_32 = div_up(rows, 32) * m.div_ceil(32);
+                (!matvec_runs && tiles_32 < SPLIT_BELOW_TILES).then_some(split)
+            }
+            _ => None,
+        }
+    }
+
+    /// The kernel and grid for `m` token rows and a chunk of `rows` weight rows, unsplit.
     fn pick(&self, m: u32, rows: usize) -> (&Kernel, (u32, u32, u32)) {
         match &self.kernels {
             Kernels::Direct { block_1, .. } if m == 1 => (block_1, (div_up(rows, 4 * DIRECT_WORKGROUP as usize), 1, 1)),

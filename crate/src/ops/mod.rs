@@ -13,7 +13,7 @@ pub use attention::{
     ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
     NewKeysValues, kv_copy,
 };
-pub use linear::{Fold, Linear, LinearBuffers, MATVEC_MAX_ROWS, Store};
+pub use linear::{Fold, Linear, LinearBuffers, MATVEC_MAX_ROWS, SplitPartials, Store};
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK};
 pub use synthetic::{fill_synthetic, synthetic_weights};
 
@@ -67,6 +67,7 @@ pub const EMBEDDING: KernelSpec =
 pub const RMS_NORM: KernelSpec = spec!("rms_norm", prelude: [], &[Uniform, Read, Read, ReadWrite]);
 pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
 pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
+pub const SPLIT_SUM: KernelSpec = spec!("split_sum", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
 pub const LINEAR_DIRECT: KernelSpec = spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
 pub const KV_WRITE: KernelSpec =
     spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, ReadWrite, ReadWrite, Read]);
