@@ -1,4 +1,5 @@
-// Causal grouped-query attention over the KV cache, for prefill and decode alike.
+// Causal grouped-query attention over the KV cache, one query head at a time: decode steps, and
+// prefills whose head shapes attention_grouped.wgsl (all heads of a KV head at once) does not take.
 // Token t (at position pos in the sequence whose cache rows start at base) attends to cache rows
 // base + 0 ..= base + pos. Query head h reads kv head h / (heads / kv_heads). Keys are scanned in
 // blocks with an online softmax, so any length fits in a fixed amount of workgroup memory.

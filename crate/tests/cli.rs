@@ -177,6 +177,23 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
                 assert!((ms * gflops * 1e6 - 2.0 * 128.0 * 4864.0 * 896.0).abs() < 1.0, "{l}");
             }
         }
+        // A prefill's attention over the longest prompt (70 tokens) with the model's heads, by
+        // every path: the grouped kernel takes the tiny model's 4:2 heads of 16 values.
+        let attention = &report["micro"]["prefill_attention"];
+        assert_eq!([&attention["tokens"], &attention["heads"], &attention["kv_heads"]], [70, 4, 2]);
+        let paths: Vec<(&str, &str)> = attention["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["path"].as_str().unwrap(), p["kernel"].as_str().unwrap()))
+            .collect();
+        assert_eq!(paths, [("whole", "attention"), ("grouped", "attention_grouped"), ("direct", "attention_direct")]);
+        for p in attention["paths"].as_array().unwrap() {
+            let fraction = p["gflops"].as_f64().unwrap() / report["micro"]["fma_gflops"].as_f64().unwrap();
+            assert!(
+                p["gpu_ms"].as_f64().unwrap() > 0.0 && (p["fma_fraction"].as_f64().unwrap() - fraction).abs() < 1e-9
+            );
+        }
         let phases = report["profile"]["phases"].as_array().unwrap();
         let names: Vec<(&str, u64)> =
             phases.iter().map(|p| (p["phase"].as_str().unwrap(), p["tokens"].as_u64().unwrap())).collect();
@@ -223,6 +240,12 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             assert_eq!(count("kv_write"), if decode_on_gpu { 0 } else { 2 }, "{names:?}");
             let split = usize::from(decode_on_gpu && long_decode) * 2;
             assert_eq!((count("attention_split"), count("attention_combine")), (split, split), "{names:?}");
+            // A GPU prefill attends by KV group (the tiny model's 4:2 heads of 16 values); a
+            // decode step up to 64 keys appends in the whole kernel.
+            let prefill_on_gpu = kernels == "tiled" && p["phase"] == "prefill";
+            assert_eq!(count("attention_grouped"), if prefill_on_gpu { 2 } else { 0 }, "{names:?}");
+            let whole = usize::from(decode_on_gpu && !long_decode) * 2;
+            assert_eq!(count("attention"), whole, "{names:?}");
             let kernels_ms = p["kernels_ms"].as_f64().unwrap();
             assert!((kernels_ms - sum).abs() < 1e-6 * sum.max(1.0), "{kernels_ms} vs {sum}");
             assert!(kernels_ms > 0.0 && p["gpu_ms"].as_f64().unwrap() > 0.0);

@@ -598,12 +598,23 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
             };
             let attn = ops::Attention::new(&gpu, io, dims).unwrap();
             // Every path on the same batch: split keys, one workgroup per (head, token) (in a
-            // decode step both append the new rows themselves), one invocation per (head, token).
-            // Each starts from the cache as it was before the batch.
+            // decode step both append the new rows themselves), one per (KV head, token) for all
+            // its query heads (where D % 16 == 0: not 3:1x6, which runs whole instead), one
+            // invocation per (head, token). Each starts from the cache as it was before the batch.
             let decode_step = b == 1;
-            for path in [ops::AttentionPath::Split, ops::AttentionPath::Whole, ops::AttentionPath::Direct] {
+            let paths = [
+                (ops::AttentionPath::Split, "attention_split"),
+                (ops::AttentionPath::Whole, "attention"),
+                (ops::AttentionPath::Grouped, if d % 16 == 0 { "attention_grouped" } else { "attention" }),
+                (ops::AttentionPath::Direct, "attention_direct"),
+            ];
+            for (path, kernel) in paths {
                 let longest = new.iter().map(|&(_, p)| p + 1).max().unwrap();
                 let keys = ops::AttendedKeys { longest, pairs: 0, rows: 0, decode_step };
+                let mut listing = Vec::new();
+                attn.encode_path(&mut Dispatcher::listing(&mut listing), m as u32, keys, path);
+                let names: Vec<&str> = listing.iter().map(|l| l.kernel).collect();
+                assert!(names.contains(&kernel), "{path:?} {heads}:{kv_heads}x{d}: {names:?}");
                 gpu.queue().write_buffer(&kcb, 0, bytemuck::cast_slice(&before.0));
                 gpu.queue().write_buffer(&vcb, 0, bytemuck::cast_slice(&before.1));
                 run(&gpu, |p| attn.encode_path(p, m as u32, keys, path));

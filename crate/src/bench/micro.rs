@@ -1,13 +1,18 @@
-//! Microbenchmarks for the roofline: the device's copy bandwidth and FMA throughput, and the
-//! linear layers' kernels alone at Qwen2.5-0.5B's shapes, for a decode step and for a prefill
-//! (with and without split-K where the layer splits), each timed over repeats in one submit.
+//! Microbenchmarks for the roofline: the device's copy bandwidth and FMA throughput, the linear
+//! layers' kernels alone at Qwen2.5-0.5B's shapes, for a decode step and for a prefill (with and
+//! without split-K where the layer splits), and a prefill's attention by each kernel that can
+//! run it, each timed over repeats in one submit.
 
-use super::{LinearMicro, Micro, PrefillLinearMicro, SplitMicro};
+use super::{AttentionMicro, AttentionPathMicro, LinearMicro, Micro, PrefillLinearMicro, SplitMicro};
 use crate::clock::now_ms;
+use crate::config::{Qwen2Config, rope_inv_freq};
 use crate::error::Result;
 use crate::gpu::Binding::*;
 use crate::gpu::{Dispatcher, Gpu, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
-use crate::ops::{Linear, LinearBuffers, SplitPartials, Store, fill_synthetic, workgroup};
+use crate::ops::{
+    AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, Linear, LinearBuffers, SplitPartials,
+    Store, fill_synthetic, workgroup,
+};
 use crate::quant::WeightFormat;
 use crate::weights::Dtype;
 
@@ -63,8 +68,9 @@ async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)
     })
 }
 
-/// Copy bandwidth and FMA throughput of this device.
-pub async fn microbenchmarks(gpu: &Gpu) -> Result<Micro> {
+/// Copy bandwidth and FMA throughput of this device, the linear kernels alone, and attention
+/// over a prompt of `attention_tokens` tokens with `config`'s heads.
+pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: usize) -> Result<Micro> {
     let bytes = (64u64 << 20).min(gpu.max_binding() / 16 * 16);
     let (src, dst) = (gpu.storage("copy src", bytes), gpu.storage("copy dst", bytes));
     let probe_workgroup = [workgroup(PROBE_WORKGROUP)];
@@ -91,7 +97,59 @@ pub async fn microbenchmarks(gpu: &Gpu) -> Result<Micro> {
         linear.push(linear_decode(gpu, k, n, copy_gbps).await?);
         prefill_linear.push(linear_prefill(gpu, k, n, fma_gflops).await?);
     }
-    Ok(Micro { copy_gbps, fma_gflops, gpu_timed, linear, prefill_linear })
+    let prefill_attention = attention_prefill(gpu, config, attention_tokens, fma_gflops).await?;
+    Ok(Micro { copy_gbps, fma_gflops, gpu_timed, linear, prefill_linear, prefill_attention })
+}
+
+/// The prefill paths of [`Attention`], each by its name in [`AttentionPathMicro`].
+const PREFILL_ATTENTION_PATHS: [(AttentionPath, &str); 3] =
+    [(AttentionPath::Whole, "whole"), (AttentionPath::Grouped, "grouped"), (AttentionPath::Direct, "direct")];
+
+/// One sequence of `tokens` tokens attending causally to itself, as in a prefill (its kv_write
+/// included), with `config`'s heads, by each path a prefill can take on any device: the
+/// ratios say which suits this device.
+async fn attention_prefill(gpu: &Gpu, config: &Qwen2Config, tokens: usize, fma_gflops: f64) -> Result<AttentionMicro> {
+    let (heads, kv_heads, head_dim) = (config.num_attention_heads, config.num_key_value_heads, config.head_dim());
+    let dims = AttentionDims { heads, kv_heads, head_dim, capacity: tokens };
+    let kv_dim = kv_heads * head_dim;
+    let q_stride = heads * head_dim + 2 * kv_dim;
+    let meta: Vec<u32> = (0..tokens as u32).flat_map(|p| [0, p]).collect();
+    let token_meta = gpu.storage_from("bench token_meta", &meta);
+    let (q, out) = (
+        gpu.storage("bench qkv", (tokens * q_stride * 4) as u64),
+        gpu.storage("bench out", (tokens * heads * head_dim * 4) as u64),
+    );
+    let (k_cache, v_cache) =
+        (gpu.storage("bench k", (tokens * kv_dim * 4) as u64), gpu.storage("bench v", (tokens * kv_dim * 4) as u64));
+    let partial = gpu.storage("bench partial", dims.partial_bytes());
+    let inv_freq = gpu.storage_from("bench inv_freq", &rope_inv_freq(head_dim, config.rope_theta));
+    let io = AttentionBuffers {
+        token_meta: &token_meta,
+        q: &q,
+        q_stride,
+        k_cache: &k_cache,
+        v_cache: &v_cache,
+        out: &out,
+        partial: &partial,
+        inv_freq: &inv_freq,
+    };
+    let attention = Attention::new(gpu, io, dims)?;
+    let pairs = (tokens * (tokens + 1) / 2) as u64;
+    let keys = AttendedKeys { longest: tokens as u32, pairs, rows: tokens as u64, decode_step: false };
+    let flops = 4.0 * (heads * head_dim) as f64 * pairs as f64;
+    let mut paths = Vec::new();
+    for (path, name) in PREFILL_ATTENTION_PATHS {
+        let mut listing = Vec::new();
+        attention.encode_path(&mut Dispatcher::listing(&mut listing), tokens as u32, keys, path);
+        // The kernel after kv_write: another path's where this one cannot take these heads.
+        let kernel = listing.last().map_or("none", |l| l.kernel);
+        let run = |p: &mut Dispatcher| attention.encode_path(p, tokens as u32, keys, path);
+        time_kernel(gpu, 1, run).await?; // warm-up
+        let (gpu_ms, _) = time_kernel(gpu, 2, run).await?;
+        let gflops = flops / (gpu_ms * 1e6);
+        paths.push(AttentionPathMicro { path: name, kernel, gpu_ms, gflops, fma_fraction: gflops / fma_gflops });
+    }
+    Ok(AttentionMicro { tokens, heads, kv_heads, head_dim, paths })
 }
 
 /// Synthetic bf16 `[n, k]` weight matrices, filled on the GPU.

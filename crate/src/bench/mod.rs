@@ -101,6 +101,35 @@ pub struct Micro {
     /// The prefill kernel of a linear layer alone, at each of [`micro::LINEAR_SHAPES`] and
     /// [`micro::PREFILL_ROWS`] token rows.
     pub prefill_linear: Vec<PrefillLinearMicro>,
+    /// A prefill's attention over the sweep's longest prompt, by each kernel that can run it.
+    pub prefill_attention: AttentionMicro,
+}
+
+/// One sequence of `tokens` tokens attending causally to itself with the model's heads, as in a
+/// prefill, timed alone over repeats by each attention path in the same run.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttentionMicro {
+    pub tokens: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub paths: Vec<AttentionPathMicro>,
+}
+
+/// One attention path: `whole` (a workgroup per query head and token), `grouped` (per KV head
+/// and token, all its query heads at once: the GPU default for a prefill), `direct` (the
+/// barrier-free kernel of CPU-like devices).
+#[derive(Debug, Clone, Serialize)]
+pub struct AttentionPathMicro {
+    pub path: &'static str,
+    /// The kernel that ran (`attention` where grouped cannot take the heads).
+    pub kernel: &'static str,
+    /// GPU time of the path's kv_write and attention.
+    pub gpu_ms: f64,
+    /// The two products' 4 x heads x head_dim FLOPs per (token, key) pair per second, GFLOP/s,
+    /// and as a fraction of the FMA microbenchmark.
+    pub gflops: f64,
+    pub fma_fraction: f64,
 }
 
 /// `m` token rows times a bf16 weight matrix `[n, k]`, timed alone over repeats: what a
@@ -273,7 +302,8 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let config = engine.model().config().clone();
     engine.model_mut().grow_to(options.model_options(&config, &gpu))?;
     progress("microbenchmarks: copy bandwidth and FMA throughput");
-    let micro = microbenchmarks(&gpu).await?;
+    let longest = options.lengths.iter().copied().max().unwrap_or(64).max(1);
+    let micro = microbenchmarks(&gpu, &config, longest).await?;
     let warm = request_of_length(engine, 32)?;
     engine.judge(&warm, Strategy::TokenByToken, 0).await?;
     let sweep = sweep(engine, options, progress).await?;

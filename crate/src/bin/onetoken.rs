@@ -399,6 +399,20 @@ fn print_report(r: &BenchReport) {
             100.0 * l.fma_fraction
         );
     }
+    let a = &r.micro.prefill_attention;
+    let paths: Vec<String> = a
+        .paths
+        .iter()
+        .map(|p| format!("{} ({}) {:.3} ms = {:.1}% of FMA", p.path, p.kernel, p.gpu_ms, 100.0 * p.fma_fraction))
+        .collect();
+    println!(
+        "micro: prefill attention over {} tokens, {}:{} heads of {}: {}",
+        a.tokens,
+        a.heads,
+        a.kv_heads,
+        a.head_dim,
+        paths.join(", ")
+    );
     println!(
         "\n{:>6} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7}",
         "P", "A ms", "A pred", "steps", "B ms", "B full ms", "B pred", "A/B", "A/Bfull"

@@ -104,6 +104,8 @@ impl Profiler {
 /// One dispatch of a listing: everything that decides the commands it encodes.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Listed {
+    /// The kernel's name (its pipeline decides; this is for reading a listing).
+    pub kernel: &'static str,
     pipeline: wgpu::ComputePipeline,
     group: wgpu::BindGroup,
     grid: (u32, u32, u32),
@@ -186,9 +188,12 @@ impl<'a> Dispatcher<'a> {
         };
         match &mut self.mode {
             Mode::Shared(pass, _) => encode(pass),
-            Mode::Listing(listing) => {
-                listing.push(Listed { pipeline: kernel.pipeline.clone(), group: group.clone(), grid })
-            }
+            Mode::Listing(listing) => listing.push(Listed {
+                kernel: kernel.name,
+                pipeline: kernel.pipeline.clone(),
+                group: group.clone(),
+                grid,
+            }),
             Mode::Checking(listing, check) => {
                 let next = listing.get(check.at);
                 check.same &=

@@ -6,8 +6,8 @@
 use std::rc::Rc;
 
 use super::{
-    ATTENTION, ATTENTION_COMBINE, ATTENTION_DIRECT, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass, div_up, uniform, work,
-    workgroup,
+    ATTENTION, ATTENTION_COMBINE, ATTENTION_DIRECT, ATTENTION_GROUPED, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass,
+    div_up, uniform, work, workgroup,
 };
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Kernel};
@@ -92,6 +92,12 @@ const MAX_HEAD_DIM: usize = 256;
 const _: () = assert!(4 * ATTENTION_CHUNK >= MAX_HEAD_DIM, "attention.wgsl: 4 values of a head per thread");
 const _: () = assert!(ATTENTION_CHUNK.is_power_of_two(), "workgroup_reduce.wgsl halves WG");
 
+/// Most query heads per KV head that the grouped prefill attention takes in one workgroup
+/// (attention_grouped.wgsl's `MAX_HEADS`): 7 in Qwen2.5-0.5B, 6 in 1.5B.
+const GROUPED_MAX_HEADS: usize = 8;
+/// Most vec4s of a group's queries (its `QUADS`): 4 output vec4s per thread.
+const GROUPED_QUADS: usize = 4 * ATTENTION_CHUNK;
+
 /// Query heads per workgroup of the barrier-free attention (attention_direct.wgsl's
 /// `WORKGROUP`): one CPU SIMD width of 8 lanes (AVX2 f32).
 const DIRECT_HEADS: usize = 8;
@@ -152,16 +158,21 @@ pub struct AttentionBuffers<'a> {
 }
 
 /// Causal GQA attention over the cache, after the new keys and values join it. GPUs: in
-/// prefill one workgroup per (head, token) walks the token's keys; in decode (M <= 8) past one
-/// chunk of [`ATTENTION_CHUNK`] keys, the keys are split in such chunks, one workgroup per
-/// (head, token, chunk), then merged, so a step's cost barely grows with the context. In a
-/// decode step the whole and split kernels also append the new keys and values (no kv_write
-/// dispatch). CPU-like devices ([`Gpu::direct_kernels`]): one invocation per (head, token), no
-/// barriers (theirs are expensive, and a few threads gain nothing from more workgroups).
+/// prefill one workgroup per (KV head, token) walks the token's keys for all query heads of the
+/// KV head, reading each key and value once for them (where the head shapes allow it, else one
+/// workgroup per (head, token)); in decode (M <= 8) past one chunk of [`ATTENTION_CHUNK`] keys,
+/// the keys are split in such chunks, one workgroup per (head, token, chunk), then merged, so a
+/// step's cost barely grows with the context; other decode steps run one workgroup per (head,
+/// token). In a decode step the whole and split kernels also append the new keys and values (no
+/// kv_write dispatch). CPU-like devices ([`Gpu::direct_kernels`]): one invocation per (head,
+/// token), no barriers (theirs are expensive, and a few threads gain nothing from more
+/// workgroups).
 pub struct Attention {
     kv_write: KvWrite,
     /// Each GPU kernel plain, and appending the new keys and values (`APPEND`).
     whole: [(Rc<Kernel>, wgpu::BindGroup); 2],
+    /// Where the head shapes allow it ([`grouped_fits`]).
+    grouped: Option<(Rc<Kernel>, wgpu::BindGroup)>,
     split: [(Rc<Kernel>, wgpu::BindGroup); 2],
     combine: (Rc<Kernel>, wgpu::BindGroup),
     direct: (Rc<Kernel>, wgpu::BindGroup),
@@ -204,6 +215,15 @@ impl Attention {
         Ok(Self {
             kv_write: KvWrite::new(gpu, io.token_meta, io.inv_freq, new, caches, (kv_dim, head_dim)),
             whole: [false, true].map(|on| with_constants(&ATTENTION, &[wg, append(on)], &whole)),
+            grouped: grouped_fits(&dims).then(|| {
+                let sizes = [
+                    wg,
+                    ("MAX_HEADS", GROUPED_MAX_HEADS as f64),
+                    ("SCORES", (GROUPED_MAX_HEADS * ATTENTION_CHUNK) as f64),
+                    ("QUADS", GROUPED_QUADS as f64),
+                ];
+                with_constants(&ATTENTION_GROUPED, &sizes, &whole)
+            }),
             direct: with_constants(&ATTENTION_DIRECT, &[workgroup(DIRECT_HEADS as u32)], &whole),
             split: [false, true].map(|on| with_constants(&ATTENTION_SPLIT, &[wg, append(on)], &split)),
             combine: with_constants(
@@ -225,18 +245,24 @@ impl Attention {
         let path = match self.cpu_like {
             true => AttentionPath::Direct,
             false if m <= SPLIT_MAX_TOKENS && keys.longest > ATTENTION_CHUNK as u32 => AttentionPath::Split,
-            false => AttentionPath::Whole,
+            false if keys.decode_step => AttentionPath::Whole,
+            false => AttentionPath::Grouped,
         };
         self.encode_path(pass, m, keys, path);
     }
 
-    /// [`Attention::encode`] by the given path (each is exact for any batch on any device;
-    /// split only for m <= 8, which its scratch buffer holds).
+    /// [`Attention::encode`] by the given path (each is exact for any batch on any device);
+    /// split only for m <= 8, which its scratch buffer holds, and grouped only where the head
+    /// shapes allow it: else whole.
     pub fn encode_path(&self, pass: &mut Pass, m: u32, keys: AttendedKeys, path: AttentionPath) {
+        let path = match path {
+            AttentionPath::Split if m > SPLIT_MAX_TOKENS => AttentionPath::Whole,
+            AttentionPath::Grouped if self.grouped.is_none() => AttentionPath::Whole,
+            path => path,
+        };
         let d = &self.dims;
         let queries = m as usize * d.heads * d.head_dim;
-        let split = path == AttentionPath::Split && m <= SPLIT_MAX_TOKENS;
-        let append = keys.decode_step && path != AttentionPath::Direct;
+        let append = keys.decode_step && matches!(path, AttentionPath::Whole | AttentionPath::Split);
         // Appended rows are read from q, not from the cache, and written to the cache.
         let new_rows = if append { m as usize } else { 0 };
         let cache = (keys.rows as usize).saturating_sub(new_rows) * d.kv_heads * d.head_dim * 2;
@@ -246,8 +272,8 @@ impl Attention {
             self.kv_write.encode(pass, m);
         }
         let kernel = usize::from(append);
-        match path {
-            _ if split => {
+        match (path, &self.grouped) {
+            (AttentionPath::Split, _) => {
                 let chunks = keys.longest.div_ceil(ATTENTION_CHUNK as u32).max(1);
                 let partial = m as usize * d.heads * chunks as usize * (d.head_dim + 2);
                 let (split_kernel, group) = &self.split[kernel];
@@ -256,9 +282,13 @@ impl Attention {
                 let combine = work(4 * (partial + queries), 2 * partial);
                 pass.dispatch(&self.combine.0, &self.combine.1, (self.heads, m, 1), combine);
             }
-            AttentionPath::Direct => {
+            (AttentionPath::Direct, _) => {
                 let grid = (div_up(d.heads, DIRECT_HEADS), m, 1);
                 pass.dispatch(&self.direct.0, &self.direct.1, grid, work(4 * (2 * queries + cache), scores))
+            }
+            (AttentionPath::Grouped, Some((grouped, group))) => {
+                let grid = (d.kv_heads as u32, m, 1);
+                pass.dispatch(grouped, group, grid, work(4 * (2 * queries + cache), scores))
             }
             _ => {
                 let (whole, group) = &self.whole[kernel];
@@ -268,13 +298,23 @@ impl Attention {
     }
 }
 
-/// How [`Attention`] runs: one workgroup walks all keys of a (head, token), or the keys are
-/// split across workgroups and merged (decode), or one invocation walks them (CPU-like devices).
+/// How [`Attention`] runs: one workgroup walks all keys of a (head, token), or of a (KV head,
+/// token) for all its query heads (prefill), or the keys are split across workgroups and merged
+/// (decode), or one invocation walks them (CPU-like devices).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionPath {
     Whole,
+    Grouped,
     Split,
     Direct,
+}
+
+/// Whether attention_grouped.wgsl takes these heads: whole 16-value steps of a head (its key
+/// loads), at most [`GROUPED_MAX_HEADS`] query heads per KV head, and their queries in
+/// [`GROUPED_QUADS`] vec4s of workgroup memory.
+fn grouped_fits(dims: &AttentionDims) -> bool {
+    let group = dims.heads / dims.kv_heads;
+    dims.head_dim.is_multiple_of(16) && group <= GROUPED_MAX_HEADS && group * dims.head_dim <= 4 * GROUPED_QUADS
 }
 
 /// Copies `rows` cache rows from row `src` to row `dst` in one layer's keys and values

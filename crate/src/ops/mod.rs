@@ -81,6 +81,11 @@ pub const ATTENTION_SPLIT: KernelSpec = spec!(
     prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE, ATTENTION_APPEND],
     &[Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, Read]
 );
+pub const ATTENTION_GROUPED: KernelSpec = spec!(
+    "attention_grouped",
+    prelude: [ATTENTION_SHAPE, ROTARY],
+    &[Uniform, Read, Read, Read, Read, ReadWrite, Read]
+);
 pub const ATTENTION_DIRECT: KernelSpec =
     spec!("attention_direct", prelude: [ATTENTION_SHAPE, ROTARY], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
 pub const ATTENTION_COMBINE: KernelSpec =
