@@ -33,6 +33,35 @@ fn formats_for(k: usize, big: bool) -> impl Iterator<Item = WeightFormat> {
     })
 }
 
+/// A linear layer's seeded inputs and its CPU reference result: x [M, K], w [N, K] (rounded to
+/// `format`), b [N], y0 [M, N] (what y holds before), want [M, N] (with b if `bias`, plus y0 if
+/// `accumulate`).
+struct LinearCase {
+    x: Vec<f32>,
+    w: Vec<f32>,
+    b: Vec<f32>,
+    y0: Vec<f32>,
+    want: Vec<f32>,
+}
+
+fn linear_case(
+    seed: u64,
+    (m, k, n): (usize, usize, usize),
+    format: WeightFormat,
+    bias: bool,
+    accumulate: bool,
+) -> LinearCase {
+    let x = seeded(seed, m * k, 1.0);
+    let w = format.round(&seeded(seed + 1, n * k, 0.1), k);
+    let b = seeded(seed + 2, n, 0.5);
+    let y0 = seeded(seed + 3, m * n, 1.0);
+    let mut want = reference::linear(&x, &w, bias.then_some(&b[..]), k);
+    if accumulate {
+        want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+    }
+    LinearCase { x, w, b, y0, want }
+}
+
 fn gpu() -> Gpu {
     Gpu::new_blocking(GpuOptions::default()).expect("a Vulkan device (lavapipe in CI)")
 }
@@ -117,15 +146,8 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
                 continue;
             }
             for (bias, accumulate) in [(false, false), (true, true)] {
-                let seed = (i * 10) as u64;
-                let x = seeded(seed, m * k, 1.0);
-                let w = format.round(&seeded(seed + 1, n * k, 0.1), k);
-                let b = seeded(seed + 2, n, 0.5);
-                let y0 = seeded(seed + 3, m * n, 1.0);
-                let mut want = reference::linear(&x, &w, bias.then_some(&b[..]), k);
-                if accumulate {
-                    want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
-                }
+                let LinearCase { x, w, b, y0, want } =
+                    linear_case((i * 10) as u64, (m, k, n), format, bias, accumulate);
                 let wm = PackedMatrix::from_f32(gpu, "w", (n, k), format, &w).unwrap();
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(gpu, m);
@@ -207,14 +229,7 @@ fn matmul_split_over_k_equals_the_reference() {
         for format in formats_for(k, m * k * n > 20_000_000) {
             for (bias, accumulate) in [(false, false), (true, true)] {
                 let seed = 400 + (i * 10) as u64;
-                let x = seeded(seed, m * k, 1.0);
-                let w = format.round(&seeded(seed + 1, n * k, 0.1), k);
-                let b = seeded(seed + 2, n, 0.5);
-                let y0 = seeded(seed + 3, m * n, 1.0);
-                let mut want = reference::linear(&x, &w, bias.then_some(&b[..]), k);
-                if accumulate {
-                    want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
-                }
+                let LinearCase { x, w, b, y0, want } = linear_case(seed, (m, k, n), format, bias, accumulate);
                 let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), format, &w).unwrap();
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(&gpu, m);
