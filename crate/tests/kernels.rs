@@ -547,8 +547,11 @@ fn kv_write_applies_rope_to_keys_at_any_position() {
 #[test]
 fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step() {
     let gpu = gpu();
-    // (heads, kv_heads, head_dim): tiny, Qwen2.5-0.5B, Qwen2.5-1.5B, an odd one, the largest.
-    for (heads, kv_heads, d) in [(4, 2, 16), (14, 2, 64), (12, 2, 128), (3, 1, 6), (2, 1, 256)] {
+    // (heads, kv_heads, head_dim): tiny, Qwen2.5-0.5B, Qwen2.5-1.5B, an odd one, the largest;
+    // the largest group the grouped kernel takes (8 x 128: all four of a thread's output
+    // quads), and a group too large for it.
+    let shapes = [(4, 2, 16), (14, 2, 64), (12, 2, 128), (3, 1, 6), (2, 1, 256), (8, 1, 128), (16, 1, 64)];
+    for (heads, kv_heads, d) in shapes {
         let config = onetoken::Qwen2Config {
             hidden_size: heads * d,
             num_attention_heads: heads,
@@ -614,13 +617,15 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
             let attn = ops::Attention::new(&gpu, io, dims).unwrap();
             // Every path on the same batch: split keys, one workgroup per (head, token) (in a
             // decode step both append the new rows themselves), one per (KV head, token) for all
-            // its query heads (where D % 16 == 0: not 3:1x6, which runs whole instead), one
-            // invocation per (head, token). Each starts from the cache as it was before the batch.
+            // its query heads (where D % 16 == 0 and the group is at most 8 heads of 1,024 values
+            // in all: not 3:1x6 or 16:1x64, which run whole instead), one invocation per (head,
+            // token). Each starts from the cache as it was before the batch.
             let decode_step = b == 1;
+            let grouped = d % 16 == 0 && heads / kv_heads <= 8 && heads / kv_heads * d <= 1024;
             let paths = [
                 (ops::AttentionPath::Split, "attention_split"),
                 (ops::AttentionPath::Whole, "attention"),
-                (ops::AttentionPath::Grouped, if d % 16 == 0 { "attention_grouped" } else { "attention" }),
+                (ops::AttentionPath::Grouped, if grouped { "attention_grouped" } else { "attention" }),
                 (ops::AttentionPath::Direct, "attention_direct"),
             ];
             for (path, kernel) in paths {
@@ -632,6 +637,8 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
                 assert!(names.contains(&kernel), "{path:?} {heads}:{kv_heads}x{d}: {names:?}");
                 gpu.queue().write_buffer(&kcb, 0, bytemuck::cast_slice(&before.0));
                 gpu.queue().write_buffer(&vcb, 0, bytemuck::cast_slice(&before.1));
+                // NaN where the path writes nothing, not the previous path's output.
+                gpu.queue().write_buffer(&out, 0, bytemuck::cast_slice(&vec![f32::NAN; m * w]));
                 run(&gpu, |p| attn.encode_path(p, m as u32, keys, path));
                 let what = format!("{path:?} {heads}:{kv_heads}x{d} decode_step={decode_step}");
                 assert_close(

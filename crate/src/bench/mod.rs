@@ -101,7 +101,8 @@ pub struct Micro {
     /// The prefill kernel of a linear layer alone, at each of [`micro::LINEAR_SHAPES`] and
     /// [`micro::PREFILL_ROWS`] token rows.
     pub prefill_linear: Vec<PrefillLinearMicro>,
-    /// A prefill's attention over the sweep's longest prompt, by each kernel that can run it.
+    /// A prefill's attention over the sweep's longest prompt (at most 128 tokens on CPU-like
+    /// devices), by each kernel that can run it.
     pub prefill_attention: AttentionMicro,
 }
 
@@ -302,8 +303,11 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let config = engine.model().config().clone();
     engine.model_mut().grow_to(options.model_options(&config, &gpu))?;
     progress("microbenchmarks: copy bandwidth and FMA throughput");
+    // Attention over the longest prompt, but on CPU-like devices at most 128 tokens: there the
+    // per-head kernel (a GPU's) would take minutes over 1,024.
     let longest = options.lengths.iter().copied().max().unwrap_or(64).max(1);
-    let micro = microbenchmarks(&gpu, &config, longest).await?;
+    let attention_tokens = if gpu.direct_kernels() { longest.min(128) } else { longest };
+    let micro = microbenchmarks(&gpu, &config, attention_tokens).await?;
     let warm = request_of_length(engine, 32)?;
     engine.judge(&warm, Strategy::TokenByToken, 0).await?;
     let sweep = sweep(engine, options, progress).await?;
