@@ -8,13 +8,13 @@
 // query head per KV group writes them to the cache.
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;     // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride]: queries, keys, values, before RoPE
-@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
+@group(0) @binding(3) var<storage, read_write> k_cache: array<vec4<f32>>;  // [rows, kv_heads * D] (written with APPEND)
 @group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [M, heads * D]
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
 const BLOCK: u32 = 256u;
-var<workgroup> qs: array<f32, 256>;       // this head's query, pre-scaled by 1 / sqrt(D)
+var<workgroup> qs: array<vec4<f32>, 64>;  // this head's query, pre-scaled by 1 / sqrt(D), zero past D
 var<workgroup> scores: array<f32, BLOCK>;
 var<workgroup> seen: u32;
 
@@ -34,8 +34,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let scale = inverseSqrt(f32(d));
     let q0 = t * shape.q_stride + h * d;
     let pos = token_meta[t].y;
-    for (var i = tid; i < d; i += WG) {
-        qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
+    for (var c = tid; c < (d + 3u) / 4u; c += WG) {
+        qs[c] = query_quad(q0, c, pos) * scale;
     }
     let new_at = new_key_at(t, kv_off);
     if APPEND {
@@ -79,6 +79,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             weigh_values(acc.w * rescale, tid + 3u * WG, n, first, kv_width, fresh, stores),
         );
         workgroupBarrier();
+    }
+    if APPEND && stores_new_rows(h) {
+        store_new_key((base + pos) * kv_width + kv_off, tid, WG);
     }
     let out0 = (t * shape.heads + h) * d;
     put(out0, tid, acc.x / run_sum);

@@ -3,8 +3,10 @@
 // to the cache on the way: with APPEND, attention needs no kv_write dispatch before it.
 // In a decode step each token is the only new one of its sequence, so the only new key it
 // attends to is its own, the last (position pos). Prepended to attention and attention_split,
-// which declare q, k_cache (read_write), v_cache (read_write), inv_freq (rotary.wgsl) and qs
-// (the query, RoPE applied and pre-scaled).
+// which declare q, k_cache (read_write vec4s), v_cache (read_write), inv_freq (rotary.wgsl) and
+// qs (the query in vec4s, RoPE applied and pre-scaled, zero past D). Keys are read 16 bytes at a
+// time; APPEND needs D % 4 == 0 (the new key is written a vec4 at a time), which the Rust side
+// checks.
 override APPEND: bool = false;
 var<workgroup> new_key: array<f32, 256>;  // the token's own key, RoPE applied
 
@@ -23,28 +25,60 @@ fn load_new_key(at: u32, pos: u32, tid: u32, threads: u32) {
     }
 }
 
-// Dim i of the new value of the key at `at`. With `stores` (one query head per KV group), dim i
-// of the new key and of the value are written to the cache at word `cache_at`.
+// Dim i of the new value of the key at `at`. With `stores` (one query head per KV group), it is
+// written to the value cache at word `cache_at`.
 fn new_value(at: u32, i: u32, cache_at: u32, stores: bool) -> f32 {
     let value = q[at + shape.kv_heads * shape.head_dim + i];
     if stores {
-        k_cache[cache_at] = new_key[i];
         v_cache[cache_at] = value;
     }
     return value;
 }
 
-// The query (the kernel's qs: RoPE applied, pre-scaled) times the key of the cache row starting
-// at word `row_at`, or with `own` times the token's own key (new_key).
+// Writes new_key (published by a barrier since load_new_key) to the key cache row at word
+// `row_at` (a multiple of 4), a vec4 per thread.
+fn store_new_key(row_at: u32, tid: u32, threads: u32) {
+    for (var c = tid; c < shape.head_dim / 4u; c += threads) {
+        k_cache[row_at / 4u + c] = new_key_quad(c);
+    }
+}
+
+// Values 4c .. 4c + 3 of the token's own key (zero past D: new_key's rest is never written).
+fn new_key_quad(c: u32) -> vec4<f32> {
+    return vec4<f32>(new_key[4u * c], new_key[4u * c + 1u], new_key[4u * c + 2u], new_key[4u * c + 3u]);
+}
+
+// Values 4c .. 4c + 3 of the query head whose values start at `at` in q, rotated for position
+// pos; zero past D.
+fn query_quad(at: u32, c: u32, pos: u32) -> vec4<f32> {
+    return vec4<f32>(query_value(at, 4u * c, pos), query_value(at, 4u * c + 1u, pos),
+        query_value(at, 4u * c + 2u, pos), query_value(at, 4u * c + 3u, pos));
+}
+
+fn query_value(at: u32, i: u32, pos: u32) -> f32 {
+    let d = shape.head_dim;
+    if i >= d {
+        return 0.0;
+    }
+    return rotary(q[at + i], q[at + rotary_partner(i, d)], i, d, pos);
+}
+
+// The query (the kernel's qs) times the key of the cache row starting at word `row_at`, or with
+// `own` times the token's own key (new_key).
 fn key_score(row_at: u32, own: bool) -> f32 {
+    let quads = (shape.head_dim + 3u) / 4u;
     var s = 0.0;
     if own {
-        for (var i = 0u; i < shape.head_dim; i++) {
-            s = fma(qs[i], new_key[i], s);
+        for (var c = 0u; c < quads; c++) {
+            s += dot(qs[c], new_key_quad(c));
+        }
+    } else if shape.head_dim % 4u == 0u {
+        for (var c = 0u; c < quads; c++) {
+            s += dot(qs[c], k_cache[row_at / 4u + c]);
         }
     } else {
         for (var i = 0u; i < shape.head_dim; i++) {
-            s = fma(qs[i], k_cache[row_at + i], s);
+            s = fma(qs[i / 4u][i % 4u], k_cache[(row_at + i) / 4u][(row_at + i) % 4u], s);
         }
     }
     return s;

@@ -7,12 +7,12 @@
 // takes it and its value from q's row, and one query head per KV group writes them to the cache.
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride]: queries, keys, values, before RoPE
-@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
+@group(0) @binding(3) var<storage, read_write> k_cache: array<vec4<f32>>;  // [rows, kv_heads * D] (written with APPEND)
 @group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;  // [M, heads, splits, D + 2]
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
-var<workgroup> qs: array<f32, 256>;     // the query, pre-scaled by 1 / sqrt(D)
+var<workgroup> qs: array<vec4<f32>, 64>;  // the query, pre-scaled by 1 / sqrt(D), zero past D
 var<workgroup> probs: array<f32, WG>;
 var<workgroup> seen: u32;
 
@@ -37,8 +37,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let scale = inverseSqrt(f32(d));
     let q0 = t * shape.q_stride + h * d;
     let pos = token_meta[t].y;
-    for (var i = tid; i < d; i += WG) {
-        qs[i] = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
+    for (var c = tid; c < (d + 3u) / 4u; c += WG) {
+        qs[c] = query_quad(q0, c, pos) * scale;
     }
     // With APPEND, whether this chunk ends with the token's own key (key n - 1).
     let has_new = APPEND && pos < start + WG;
@@ -73,6 +73,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             a = fma(probs[n - 1u], new_value(new_at, i, cache_at, stores), a);
         }
         partial[out + i] = a;
+    }
+    if stores {
+        store_new_key((base + n - 1u) * kv_width + kv_off, tid, WG);
     }
     if tid == 0u {
         partial[out + d] = chunk_max;

@@ -164,7 +164,7 @@ pub struct AttentionBuffers<'a> {
 /// the keys are split in such chunks, one workgroup per (head, token, chunk), then merged, so a
 /// step's cost barely grows with the context; other decode steps run one workgroup per (head,
 /// token). In a decode step the whole and split kernels also append the new keys and values (no
-/// kv_write dispatch). CPU-like devices ([`Gpu::direct_kernels`]): one invocation per (head,
+/// kv_write dispatch; where D % 4 == 0). GPU kernels read keys 16 bytes at a time. CPU-like devices ([`Gpu::direct_kernels`]): one invocation per (head,
 /// token), no barriers (theirs are expensive, and a few threads gain nothing from more
 /// workgroups).
 pub struct Attention {
@@ -262,7 +262,10 @@ impl Attention {
         };
         let d = &self.dims;
         let queries = m as usize * d.heads * d.head_dim;
-        let append = keys.decode_step && matches!(path, AttentionPath::Whole | AttentionPath::Split);
+        // Appending writes the new key 16 bytes at a time (attention_append.wgsl).
+        let append = keys.decode_step
+            && d.head_dim.is_multiple_of(4)
+            && matches!(path, AttentionPath::Whole | AttentionPath::Split);
         // Appended rows are read from q, not from the cache, and written to the cache.
         let new_rows = if append { m as usize } else { 0 };
         let cache = (keys.rows as usize).saturating_sub(new_rows) * d.kv_heads * d.head_dim * 2;
