@@ -3,8 +3,8 @@
 // from memory once for the group (attention.wgsl reads it once per query head: 7 times in
 // Qwen2.5-0.5B), 16 bytes at a time. Token t (at position pos in the sequence whose cache rows
 // start at base) attends to cache rows base + 0 ..= base + pos, which kv_write has filled (RoPE
-// applied); RoPE is applied to the queries as they are read (rotary.wgsl). Keys are taken in
-// blocks of WG, one per thread, with an online softmax per head.
+// applied); RoPE is applied to the queries as they are read (attention_query.wgsl). Keys are
+// taken in blocks of WG, one per thread, with an online softmax per head.
 // The Rust side runs it where D % 16 == 0, G <= MAX_HEADS and G x D <= 4 x QUADS.
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> q: array<f32>;                 // [M, q_stride]: queries first, before RoPE
@@ -53,10 +53,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let scale = inverseSqrt(f32(d));
     let q0 = t * shape.q_stride + g * group * d;
     for (var o = tid; o < group * dq; o += WG) {
-        let at = q0 + (o / dq) * d;
-        let i = 4u * (o % dq);
-        qs[o] = vec4<f32>(roped(at, i, pos), roped(at, i + 1u, pos), roped(at, i + 2u, pos), roped(at, i + 3u, pos))
-            * scale;
+        qs[o] = query_quad(q0 + (o / dq) * d, o % dq, pos) * scale;
     }
     if tid < group {
         run_max[tid] = -3.4e38;
@@ -125,12 +122,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     put(out0, tid + WG, a1, dq, group);
     put(out0, tid + 2u * WG, a2, dq, group);
     put(out0, tid + 3u * WG, a3, dq, group);
-}
-
-// Value i of the query head whose values start at `at` in q, rotated for position pos.
-fn roped(at: u32, i: u32, pos: u32) -> f32 {
-    let d = shape.head_dim;
-    return rotary(q[at + i], q[at + rotary_partner(i, d)], i, d, pos);
 }
 
 // Output quad o of the group so far, rescaled, plus this block's n probabilities times the value

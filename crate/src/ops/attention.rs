@@ -164,9 +164,9 @@ pub struct AttentionBuffers<'a> {
 /// the keys are split in such chunks, one workgroup per (head, token, chunk), then merged, so a
 /// step's cost barely grows with the context; other decode steps run one workgroup per (head,
 /// token). In a decode step the whole and split kernels also append the new keys and values (no
-/// kv_write dispatch; where D % 4 == 0). GPU kernels read keys 16 bytes at a time. CPU-like devices ([`Gpu::direct_kernels`]): one invocation per (head,
-/// token), no barriers (theirs are expensive, and a few threads gain nothing from more
-/// workgroups).
+/// kv_write dispatch; where D % 4 == 0). GPU kernels read keys 16 bytes at a time. CPU-like
+/// devices ([`Gpu::direct_kernels`]): one invocation per (head, token), no barriers (theirs are
+/// expensive, and a few threads gain nothing from more workgroups).
 pub struct Attention {
     kv_write: KvWrite,
     /// Each GPU kernel plain, and appending the new keys and values (`APPEND`).

@@ -203,14 +203,7 @@ impl Linear {
             None => (None, io.x, 0.0, (0, 0)),
         };
         let bias = io.bias.unwrap_or(io.x);
-        // Split-K needs the whole dot product of nothing but x (so no fold, no pairs) and K
-        // long enough for two parts.
         let parts = (k / SPLIT_MIN_K).min(MAX_SPLITS) as u32;
-        let split = (fold.is_none() && !swiglu && parts > 1 && io.partials.is_some()).then(|| SplitKernels {
-            matmul: gpu.kernel(&MATMUL, &with(&[("TILE", 32.0), ("SPLIT", 1.0)])),
-            sum: gpu.kernel(&SPLIT_SUM, &with(&[workgroup(SPLIT_SUM_WORKGROUP)])),
-            parts,
-        });
         let kernels = if let Some(switch) = switch {
             Kernels::Folded { matvec: gpu.kernel(&MATVEC, &with(&[matvec_rows, (switch, 1.0)])) }
         } else if gpu.direct_kernels() {
@@ -224,8 +217,19 @@ impl Linear {
                 // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one, 16
                 // or 32 quantized ones (rows of whole blocks, 16-byte aligned).
                 matvec: k.is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &with(&[matvec_rows]))),
-                split,
+                // Split-K needs the whole dot product of nothing but x (no fold here; no pairs)
+                // and K long enough for two parts.
+                split: (!swiglu && parts > 1 && io.partials.is_some()).then(|| SplitKernels {
+                    matmul: gpu.kernel(&MATMUL, &with(&[("TILE", 32.0), ("SPLIT", 1.0)])),
+                    sum: gpu.kernel(&SPLIT_SUM, &with(&[workgroup(SPLIT_SUM_WORKGROUP)])),
+                    parts,
+                }),
             }
+        };
+        // Where the layer splits, the partials its two passes write and read.
+        let partials = match &kernels {
+            Kernels::Tiled { split: Some(_), .. } => io.partials,
+            _ => None,
         };
         let chunks = w
             .chunks()
@@ -248,13 +252,10 @@ impl Linear {
                     Kernels::Folded { matvec } => matvec,
                 };
                 let group = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]);
-                let split = match (&kernels, io.partials) {
-                    (Kernels::Tiled { split: Some(_), .. }, Some(SplitPartials(partials))) => Some((
-                        gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, partials, aux]),
-                        gpu.bind(layout, &[io.tokens, &shape, partials, &c.buffer, bias, io.y, partials]),
-                    )),
-                    _ => None,
-                };
+                let split = partials.map(|SplitPartials(partials)| {
+                    let to_partials = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, partials, aux]);
+                    (to_partials, gpu.bind(layout, &[io.tokens, &shape, partials, &c.buffer, bias, io.y, partials]))
+                });
                 Chunk { group, split, rows: c.rows }
             })
             .collect();

@@ -56,6 +56,9 @@ const ATTENTION_SHAPE: &str = include_str!("../../../shaders/attention_shape.wgs
 /// A decode step's new keys and values read from q and appended to the cache by attention.
 const ATTENTION_APPEND: &str = include_str!("../../../shaders/attention_append.wgsl");
 
+/// A query read with RoPE applied, a vec4 at a time, by the GPU attention kernels.
+const ATTENTION_QUERY: &str = include_str!("../../../shaders/attention_query.wgsl");
+
 /// A workgroup-wide maximum or sum, shared by the attention kernels.
 const WORKGROUP_REDUCE: &str = include_str!("../../../shaders/workgroup_reduce.wgsl");
 
@@ -73,17 +76,17 @@ pub const KV_WRITE: KernelSpec =
     spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, ReadWrite, ReadWrite, Read]);
 pub const ATTENTION: KernelSpec = spec!(
     "attention",
-    prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE, ATTENTION_APPEND],
+    prelude: [ATTENTION_SHAPE, ROTARY, ATTENTION_QUERY, WORKGROUP_REDUCE, ATTENTION_APPEND],
     &[Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, Read]
 );
 pub const ATTENTION_SPLIT: KernelSpec = spec!(
     "attention_split",
-    prelude: [ATTENTION_SHAPE, ROTARY, WORKGROUP_REDUCE, ATTENTION_APPEND],
+    prelude: [ATTENTION_SHAPE, ROTARY, ATTENTION_QUERY, WORKGROUP_REDUCE, ATTENTION_APPEND],
     &[Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, Read]
 );
 pub const ATTENTION_GROUPED: KernelSpec = spec!(
     "attention_grouped",
-    prelude: [ATTENTION_SHAPE, ROTARY],
+    prelude: [ATTENTION_SHAPE, ROTARY, ATTENTION_QUERY],
     &[Uniform, Read, Read, Read, Read, ReadWrite, Read]
 );
 pub const ATTENTION_DIRECT: KernelSpec =
