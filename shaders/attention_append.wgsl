@@ -25,12 +25,21 @@ fn load_new_key(at: u32, pos: u32, tid: u32, threads: u32) {
     }
 }
 
-// Dim i of the new value of the key at `at`. With `stores` (one query head per KV group), it is
-// written to the value cache at word `cache_at`.
-fn new_value(at: u32, i: u32, cache_at: u32, stores: bool) -> f32 {
+// Values 4c .. 4c + 3 of the new value of the key at `at` (zero past D). With `stores` (one
+// query head per KV group), they are written to the value cache row starting at word `row_at`.
+fn new_value_quad(at: u32, c: u32, row_at: u32, stores: bool) -> vec4<f32> {
+    let i = 4u * c;
+    return vec4<f32>(new_value(at, i, row_at, stores), new_value(at, i + 1u, row_at, stores),
+        new_value(at, i + 2u, row_at, stores), new_value(at, i + 3u, row_at, stores));
+}
+
+fn new_value(at: u32, i: u32, row_at: u32, stores: bool) -> f32 {
+    if i >= shape.head_dim {
+        return 0.0;
+    }
     let value = q[at + shape.kv_heads * shape.head_dim + i];
     if stores {
-        v_cache[cache_at] = value;
+        v_cache[row_at + i] = value;
     }
     return value;
 }
@@ -58,8 +67,18 @@ fn key_score(row_at: u32, own: bool) -> f32 {
             s += dot(qs[c], new_key_quad(c));
         }
     } else if shape.head_dim % 4u == 0u {
-        for (var c = 0u; c < quads; c++) {
-            s += dot(qs[c], k_cache[row_at / 4u + c]);
+        // Four loads of the row in flight at a time: each is a memory latency otherwise.
+        let at = row_at / 4u;
+        var c = 0u;
+        for (; c + 4u <= quads; c += 4u) {
+            let k0 = k_cache[at + c];
+            let k1 = k_cache[at + c + 1u];
+            let k2 = k_cache[at + c + 2u];
+            let k3 = k_cache[at + c + 3u];
+            s += dot(qs[c], k0) + dot(qs[c + 1u], k1) + dot(qs[c + 2u], k2) + dot(qs[c + 3u], k3);
+        }
+        for (; c < quads; c++) {
+            s += dot(qs[c], k_cache[at + c]);
         }
     } else {
         for (var i = 0u; i < shape.head_dim; i++) {

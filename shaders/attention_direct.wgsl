@@ -14,11 +14,17 @@
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
 override WORKGROUP: u32;  // query heads per workgroup (set by the Rust side)
-const MAX_QUADS: u32 = 64u;    // D / 4 rounded up, for D <= 256
+// D / 16 rounded up (set by the Rust side): steps of 4 quads through a key or value row. lavapipe
+// ends an invocation's loops after 65,535 passes in all (llvmpipe's loop limiter; a loop's exit
+// test is a pass too), silently: the Rust side keeps a token's keys times the passes per key
+// within that (AttentionDims::direct_takes), which steps of 4 quads make 4 times fewer.
+override STEPS: u32;
+const MAX_QUADS: u32 = 64u;    // 4 STEPS at most, for D <= 256
 
 // Values at .. at + 3 of the key (value) cache: one 16-byte load where D is a multiple of 4 (so
-// is every row and head offset), else value by value. A head's last quad may reach past D: the
-// query's padding is zero there, and those output values are never written.
+// is every row and head offset), else value by value. Where D is not a multiple of 16 the last
+// step reaches past the head (into the next one, or the next row): the query is zero there, and
+// those output values are never written.
 fn key_quad(at: u32) -> vec4<f32> {
     if shape.head_dim % 4u == 0u {
         return k_cache[at / 4u];
@@ -43,7 +49,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return;
     }
     let d = shape.head_dim;
-    let quads = (d + 3u) / 4u;
     let kv_width = shape.kv_heads * d;
     let kv_off = (h / (shape.heads / shape.kv_heads)) * d;
     let base = token_meta[t].x;
@@ -51,7 +56,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let q0 = t * shape.q_stride + h * d;
     let scale = inverseSqrt(f32(d));
     var query: array<vec4<f32>, MAX_QUADS>;  // pre-scaled by 1 / sqrt(D); zero past D
-    for (var i = 0u; i < 4u * quads; i++) {
+    for (var i = 0u; i < 16u * STEPS; i++) {
         var v = 0.0;
         if i < d {
             v = rotary(q[q0 + i], q[q0 + rotary_partner(i, d)], i, d, pos) * scale;
@@ -59,24 +64,28 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         query[i / 4u][i % 4u] = v;
     }
     var acc: array<vec4<f32>, MAX_QUADS>;
-    for (var c = 0u; c < quads; c++) {
-        acc[c] = vec4<f32>(0.0);
-    }
     var run_max = -3.4e38;
     var run_sum = 0.0;
     for (var j = 0u; j <= pos; j++) {
         let row = (base + j) * kv_width + kv_off;
+        // Four quads a step: past D the query is zero, and those sums are never written.
         var s = 0.0;
-        for (var c = 0u; c < quads; c++) {
-            s += dot(query[c], key_quad(row + 4u * c));
+        for (var u = 0u; u < STEPS; u++) {
+            let c = 4u * u;
+            s += dot(query[c], key_quad(row + 4u * c)) + dot(query[c + 1u], key_quad(row + 4u * c + 4u))
+                + dot(query[c + 2u], key_quad(row + 4u * c + 8u)) + dot(query[c + 3u], key_quad(row + 4u * c + 12u));
         }
         let new_max = max(run_max, s);
         let rescale = exp(run_max - new_max);
         let p = exp(s - new_max);
         run_sum = run_sum * rescale + p;
         run_max = new_max;
-        for (var c = 0u; c < quads; c++) {
+        for (var u = 0u; u < STEPS; u++) {
+            let c = 4u * u;
             acc[c] = acc[c] * rescale + p * value_quad(row + 4u * c);
+            acc[c + 1u] = acc[c + 1u] * rescale + p * value_quad(row + 4u * c + 4u);
+            acc[c + 2u] = acc[c + 2u] * rescale + p * value_quad(row + 4u * c + 8u);
+            acc[c + 3u] = acc[c + 3u] * rescale + p * value_quad(row + 4u * c + 12u);
         }
     }
     let o = (t * shape.heads + h) * d;

@@ -134,8 +134,23 @@ fn weigh_values(a: Acc, o: u32, n: u32, first: u32, row_quads: u32, dq: u32, gro
     let c = o % dq;
     var value = a.value * rescale[h];
     var sum = a.sum * rescale[h];
-    for (var j = 0u; j < n; j++) {
-        let p = scores[h * WG + j];
+    // Four value rows in flight at a time: each is a memory latency otherwise.
+    let p0 = h * WG;
+    var j = 0u;
+    for (; j + 4u <= n; j += 4u) {
+        let v0 = v_cache[first + j * row_quads + c];
+        let v1 = v_cache[first + (j + 1u) * row_quads + c];
+        let v2 = v_cache[first + (j + 2u) * row_quads + c];
+        let v3 = v_cache[first + (j + 3u) * row_quads + c];
+        let p = vec4<f32>(scores[p0 + j], scores[p0 + j + 1u], scores[p0 + j + 2u], scores[p0 + j + 3u]);
+        value = fma(vec4<f32>(p.x), v0, value);
+        value = fma(vec4<f32>(p.y), v1, value);
+        value = fma(vec4<f32>(p.z), v2, value);
+        value = fma(vec4<f32>(p.w), v3, value);
+        sum += p.x + p.y + p.z + p.w;
+    }
+    for (; j < n; j++) {
+        let p = scores[p0 + j];
         value = fma(vec4<f32>(p), v_cache[first + j * row_quads + c], value);
         sum += p;
     }

@@ -2,7 +2,8 @@
 // WG (workgroup_reduce.wgsl's threads: the Rust side's ATTENTION_CHUNK), one key per thread and
 // one workgroup per chunk, so a long context spreads over many workgroups instead of making one
 // workgroup walk it all. Each writes its chunk's softmax statistics and unnormalised output;
-// attention_combine.wgsl merges the chunks. Causal GQA as in attention.wgsl.
+// attention_combine.wgsl merges the chunks. Causal GQA as in attention.wgsl, whose weighing of
+// the values by quads and key subsets it shares (attention_values.wgsl).
 // With APPEND (attention_append.wgsl) the workgroup whose chunk ends with the token's own key
 // takes it and its value from q's row, and one query head per KV group writes them to the cache.
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
@@ -13,7 +14,6 @@
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 
 var<workgroup> qs: array<vec4<f32>, 64>;  // the query, pre-scaled by 1 / sqrt(D), zero past D
-var<workgroup> probs: array<f32, WG>;
 var<workgroup> seen: u32;
 
 // Workgroup (head, token, chunk).
@@ -61,18 +61,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let chunk_sum = reduce(p, tid, false);  // its barriers also publish probs[]
 
     let out = ((t * shape.heads + h) * shape.splits + wg.z) * (d + 2u);
-    let cached = select(n, n - 1u, has_new);
     let stores = has_new && stores_new_rows(h);
-    for (var i = tid; i < d; i += WG) {
-        var a = 0.0;
-        for (var j = 0u; j < cached; j++) {
-            a = fma(probs[j], v_cache[(base + j) * kv_width + kv_off + i], a);
-        }
-        if has_new {
-            let cache_at = (base + n - 1u) * kv_width + kv_off + i;
-            a = fma(probs[n - 1u], new_value(new_at, i, cache_at, stores), a);
-        }
-        partial[out + i] = a;
+    let fresh = select(NO_NEW, new_at, has_new);
+    let sums = subset_total(weigh_quad(tid, n, base * kv_width + kv_off, kv_width, fresh, stores), tid);
+    if tid < value_quads() {
+        put(out, 4u * tid, sums.x);
+        put(out, 4u * tid + 1u, sums.y);
+        put(out, 4u * tid + 2u, sums.z);
+        put(out, 4u * tid + 3u, sums.w);
     }
     if stores {
         store_new_key((base + n - 1u) * kv_width + kv_off, tid, WG);
@@ -80,5 +76,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     if tid == 0u {
         partial[out + d] = chunk_max;
         partial[out + d + 1u] = chunk_sum;
+    }
+}
+
+fn put(row: u32, i: u32, value: f32) {
+    if i < shape.head_dim {
+        partial[row + i] = value;
     }
 }

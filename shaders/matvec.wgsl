@@ -178,26 +178,26 @@ fn inverse_rms(b0: u32, b_count: u32, lane: u32, row: u32) -> array<vec4<f32>, 2
 // thread rows of the gate rows, with their up rows' results).
 fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
     let scales = inverse_rms(b0, b_count, lane, row);
-    var lo = vec4<f32>(0.0);
-    var hi = vec4<f32>(0.0);
+    var sums = Sums(vec4<f32>(0.0), vec4<f32>(0.0));
     if n < shape.n {
         let base = n * row_words(shape.k);  // a multiple of 4: rows are 16-byte aligned
-        for (var i = lane; i < loads; i += LANES) {
-            let wv = w[base / 4u + i];
-            let sm = load_scale_min(base, i);
-            let h = block_high_bits(base, i);
-            lo.x += load_dot(b0, i, wv, h, sm);
-            if b_count > 1u { lo.y += load_dot(b0 + 1u, i, wv, h, sm); }
-            if b_count > 2u { lo.z += load_dot(b0 + 2u, i, wv, h, sm); }
-            if b_count > 3u { lo.w += load_dot(b0 + 3u, i, wv, h, sm); }
-            if b_count > 4u {
-                hi.x += load_dot(b0 + 4u, i, wv, h, sm);
-                if b_count > 5u { hi.y += load_dot(b0 + 5u, i, wv, h, sm); }
-                if b_count > 6u { hi.z += load_dot(b0 + 6u, i, wv, h, sm); }
-                if b_count > 7u { hi.w += load_dot(b0 + 7u, i, wv, h, sm); }
-            }
+        // Four loads in flight per thread before any is used (the last ones clamped to the row,
+        // and skipped): one at a time, each is a memory latency, and a layer with few rows and a
+        // long K (down_proj: 112 workgroups, 19 loads a thread) has too few threads to hide them.
+        let last = loads - 1u;
+        for (var i = lane; i < loads; i += 4u * LANES) {
+            let l0 = fetch(base, i);
+            let l1 = fetch(base, min(i + LANES, last));
+            let l2 = fetch(base, min(i + 2u * LANES, last));
+            let l3 = fetch(base, min(i + 3u * LANES, last));
+            sums = add_load(sums, b0, b_count, i, l0);
+            if i + LANES < loads { sums = add_load(sums, b0, b_count, i + LANES, l1); }
+            if i + 2u * LANES < loads { sums = add_load(sums, b0, b_count, i + 2u * LANES, l2); }
+            if i + 3u * LANES < loads { sums = add_load(sums, b0, b_count, i + 3u * LANES, l3); }
         }
     }
+    let lo = sums.lo;
+    let hi = sums.hi;
     let at = row * LANES + lane;
     partial_lo[at] = lo;
     partial_hi[at] = hi;
@@ -221,6 +221,41 @@ fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
         }
     }
     workgroupBarrier();  // the next block reuses partial_lo and partial_hi
+}
+
+// A thread's dot products so far with token rows 0..3 and 4..7 of a block, in named vectors (an
+// indexed local array would be left in slow memory by some compilers).
+struct Sums {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
+
+// Load i of the weight row starting at word `base`: its 16 bytes, extra bits and scale.
+struct Load {
+    words: vec4<u32>,
+    bits: vec2<u32>,
+    scale_min: vec2<f32>,
+}
+
+fn fetch(base: u32, i: u32) -> Load {
+    return Load(w[base / 4u + i], block_high_bits(base, i), load_scale_min(base, i));
+}
+
+// `sums` plus load i (fetched as `l`) dotted with the block's b_count token rows from b0.
+fn add_load(sums: Sums, b0: u32, b_count: u32, i: u32, l: Load) -> Sums {
+    var lo = sums.lo;
+    var hi = sums.hi;
+    lo.x += load_dot(b0, i, l.words, l.bits, l.scale_min);
+    if b_count > 1u { lo.y += load_dot(b0 + 1u, i, l.words, l.bits, l.scale_min); }
+    if b_count > 2u { lo.z += load_dot(b0 + 2u, i, l.words, l.bits, l.scale_min); }
+    if b_count > 3u { lo.w += load_dot(b0 + 3u, i, l.words, l.bits, l.scale_min); }
+    if b_count > 4u {
+        hi.x += load_dot(b0 + 4u, i, l.words, l.bits, l.scale_min);
+        if b_count > 5u { hi.y += load_dot(b0 + 5u, i, l.words, l.bits, l.scale_min); }
+        if b_count > 6u { hi.z += load_dot(b0 + 6u, i, l.words, l.bits, l.scale_min); }
+        if b_count > 7u { hi.w += load_dot(b0 + 7u, i, l.words, l.bits, l.scale_min); }
+    }
+    return Sums(lo, hi);
 }
 
 // The reduced dot products of thread row `row` with the token rows of lane's half of the block.

@@ -564,13 +564,14 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
         // decode step of both and two more: one new token each, A's at 303 (the middle of a
         // 64-key chunk of the split attention), B's at 64 (the first of one; rows 2..64 as
         // cached), C's at 255 and D's at 256 (the last of the whole kernel's first 256-key block,
-        // and alone in its second).
-        let (b_base, c_base, d_base) = (400u32, 500u32, 800u32);
-        let rows = d_base as usize + 257;
+        // and alone in its second), E's at 4,199 (66 chunks: more than the combine pass has
+        // threads).
+        let (b_base, c_base, d_base, e_base) = (400u32, 500u32, 800u32, 1100u32);
+        let rows = e_base as usize + 4200;
         let (k_cache, v_cache) = (seeded(11, rows * kv_dim, 1.0), seeded(12, rows * kv_dim, 1.0));
         let batches: [&[(u32, u32)]; 2] = [
             &[(0, 300), (0, 301), (0, 302), (b_base, 0), (b_base, 1)],
-            &[(0, 303), (b_base, 64), (c_base, 255), (d_base, 256)],
+            &[(0, 303), (b_base, 64), (c_base, 255), (d_base, 256), (e_base, 4199)],
         ];
         let (kcb, vcb) = (gpu.storage_from("kc", &k_cache), gpu.storage_from("vc", &v_cache));
         let (mut kc, mut vc) = (k_cache.clone(), v_cache.clone());
@@ -621,15 +622,17 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
             // in all: not 3:1x6 or 16:1x64, which run whole instead), one invocation per (head,
             // token). Each starts from the cache as it was before the batch.
             let decode_step = b == 1;
-            let grouped = d % 16 == 0 && heads / kv_heads <= 8 && heads / kv_heads * d <= 1024;
+            let longest = new.iter().map(|&(_, p)| p + 1).max().unwrap();
+            // Past their loop budgets (E's 4,200 keys: direct at D >= 128) grouped and direct
+            // give way to the whole kernel (see the next test).
+            let whole_unless = |takes: bool, kernel| if takes { kernel } else { "attention" };
             let paths = [
                 (ops::AttentionPath::Split, "attention_split"),
                 (ops::AttentionPath::Whole, "attention"),
-                (ops::AttentionPath::Grouped, if grouped { "attention_grouped" } else { "attention" }),
-                (ops::AttentionPath::Direct, "attention_direct"),
+                (ops::AttentionPath::Grouped, whole_unless(dims.grouped_takes(longest), "attention_grouped")),
+                (ops::AttentionPath::Direct, whole_unless(dims.direct_takes(longest), "attention_direct")),
             ];
             for (path, kernel) in paths {
-                let longest = new.iter().map(|&(_, p)| p + 1).max().unwrap();
                 let keys = ops::AttendedKeys { longest, pairs: 0, rows: 0, decode_step };
                 let mut listing = Vec::new();
                 attn.encode_path(&mut Dispatcher::listing(&mut listing), m as u32, keys, path);
@@ -650,6 +653,77 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
                 );
                 assert_close(&read(&gpu, &vcb, rows * kv_dim), &vc, 0.0, 0.0, &format!("values, {what}"));
                 assert_close(&read(&gpu, &out, m * w), &want, 1e-5, 1e-4, &format!("attention {what}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn direct_and_grouped_attention_are_exact_at_the_longest_context_they_take() {
+    // lavapipe ends an invocation's loops after 65,535 iterations in all, silently: a kernel
+    // whose threads walk every key returned a softmax cut short past about 2,000 keys of D = 64
+    // (about 1,000 of D = 128). So each such path takes a context only within its loop budget
+    // (AttentionDims::direct_takes, grouped_takes) and gives way to the whole kernel past it.
+    // One token at the longest context each path takes, and at one key more: both exact.
+    let gpu = gpu();
+    for (heads, kv_heads, d) in [(14, 2, 64), (12, 2, 128), (3, 1, 6)] {
+        let config = onetoken::Qwen2Config {
+            hidden_size: heads * d,
+            num_attention_heads: heads,
+            num_key_value_heads: kv_heads,
+            ..onetoken::Qwen2Config::qwen2_5_0_5b()
+        };
+        let sized = |capacity| ops::AttentionDims { heads, kv_heads, head_dim: d, capacity };
+        let longest_taken = |takes: &dyn Fn(u32) -> bool| (1..).take_while(|&k| takes(k)).last().unwrap_or(0);
+        let direct = longest_taken(&|k| sized(0).direct_takes(k));
+        let grouped = longest_taken(&|k| sized(0).grouped_takes(k));
+        let cases = [
+            (ops::AttentionPath::Direct, "attention_direct", direct),
+            (ops::AttentionPath::Grouped, "attention_grouped", grouped),
+        ];
+        for (path, kernel, taken) in cases.into_iter().filter(|c| c.2 > 0) {
+            assert!(taken >= 1024, "{path:?} {heads}:{kv_heads}x{d} takes only {taken} keys");
+            let (kv_dim, w) = (kv_heads * d, heads * d);
+            let rows = taken as usize + 1;
+            let dims = sized(rows);
+            let (k_cache, v_cache) = (seeded(31, rows * kv_dim, 1.0), seeded(32, rows * kv_dim, 1.0));
+            let (q, k_new, v_new) = (seeded(33, w, 1.0), seeded(34, kv_dim, 1.0), seeded(35, kv_dim, 1.0));
+            let qkvb = gpu.storage_from("qkv", &side_by_side(&[(&q, w), (&k_new, kv_dim), (&v_new, kv_dim)], 1));
+            let (kcb, vcb) = (gpu.storage_from("kc", &k_cache), gpu.storage_from("vc", &v_cache));
+            let freq = gpu.storage_from("inv_freq", &onetoken::config::rope_inv_freq(d, 1e6));
+            let (out, partial) = (gpu.storage("out", (w * 4) as u64), gpu.storage("partial", dims.partial_bytes()));
+            for (keys, want_kernel) in [(taken, kernel), (taken + 1, "attention")] {
+                gpu.queue().write_buffer(&kcb, 0, bytemuck::cast_slice(&k_cache));
+                gpu.queue().write_buffer(&vcb, 0, bytemuck::cast_slice(&v_cache));
+                let pos = keys - 1;
+                // CPU: the new row (its key with RoPE) joins the cache, then the token attends.
+                let (mut kc, mut vc) = (k_cache.clone(), v_cache.clone());
+                let row = pos as usize * kv_dim;
+                kc[row..][..kv_dim].copy_from_slice(&roped(&k_new, kv_dim, d, &[pos]));
+                vc[row..][..kv_dim].copy_from_slice(&v_new);
+                let end = keys as usize * kv_dim;
+                let want =
+                    reference::attention(&roped(&q, w, d, &[pos]), &kc[..end], &vc[..end], &config, pos as usize);
+                let mb = u32s(&gpu, "meta", &meta(&[(0, pos)]));
+                let io = ops::AttentionBuffers {
+                    token_meta: &mb,
+                    q: &qkvb,
+                    q_stride: w + 2 * kv_dim,
+                    k_cache: &kcb,
+                    v_cache: &vcb,
+                    out: &out,
+                    partial: &partial,
+                    inv_freq: &freq,
+                };
+                let attn = ops::Attention::new(&gpu, io, dims).unwrap();
+                let keys_seen = ops::AttendedKeys { longest: keys, pairs: 0, rows: 0, decode_step: false };
+                let mut listing = Vec::new();
+                attn.encode_path(&mut Dispatcher::listing(&mut listing), 1, keys_seen, path);
+                let names: Vec<&str> = listing.iter().map(|l| l.kernel).collect();
+                let what = format!("{path:?} {heads}:{kv_heads}x{d} over {keys} keys");
+                assert!(names.contains(&want_kernel), "{what}: {names:?}");
+                run(&gpu, |p| attn.encode_path(p, 1, keys_seen, path));
+                assert_close(&read(&gpu, &out, w), &want, 1e-5, 1e-4, &what);
             }
         }
     }

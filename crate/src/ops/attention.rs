@@ -102,6 +102,16 @@ const GROUPED_QUADS: usize = 4 * ATTENTION_CHUNK;
 /// `WORKGROUP`): one CPU SIMD width of 8 lanes (AVX2 f32).
 const DIRECT_HEADS: usize = 8;
 
+/// Loop iterations one invocation of an attention kernel may run, all its loops together.
+/// lavapipe (llvmpipe) ends an invocation's loops after 65,535 iterations in all, with no error:
+/// past that a kernel returns a softmax cut short. A loop's exit test counts as a pass. So the
+/// barrier-free and grouped kernels, whose threads walk every key of a token, give way to the
+/// whole kernel where their loops would pass this (with a margin): the whole kernel's threads
+/// take a few keys of each block of 256, about 230 passes a block at D = 256, so it stays
+/// within it past 60,000 keys. GPUs have no such limit, but the rule is the same everywhere (it
+/// only moves prompts of thousands of tokens), so every path is exact on every device.
+const LOOP_BUDGET: u64 = 60_000;
+
 /// Batches of at most this many tokens (decode) take the split attention, when a token sees
 /// more than [`ATTENTION_CHUNK`] keys.
 const SPLIT_MAX_TOKENS: u32 = 8;
@@ -131,6 +141,32 @@ pub struct AttentionDims {
 }
 
 impl AttentionDims {
+    /// Whether the barrier-free kernel (attention_direct.wgsl) stays within [`LOOP_BUDGET`] for
+    /// a token that sees `keys` keys: per key one pass of the key loop and its two loops over the
+    /// head in steps of 16 values (each with its exit test), and outside it two loops over the
+    /// head.
+    pub fn direct_takes(&self, keys: u32) -> bool {
+        let steps = self.head_dim.div_ceil(16) as u64;
+        let per_key = 1 + 2 * (steps + 1);
+        u64::from(keys) * per_key + 16 * steps + self.head_dim as u64 + 2 <= LOOP_BUDGET
+    }
+
+    /// Whether the grouped prefill kernel (attention_grouped.wgsl) takes these heads
+    /// ([`grouped_fits`]) and stays within [`LOOP_BUDGET`] for `keys` keys: per block of
+    /// [`ATTENTION_CHUNK`] keys, three loops over the group's heads, the key loads in steps of
+    /// 16 values with a loop over the heads in each, the maximum's reduction with a loop over the
+    /// heads in each step, and the value loops of the four output quads (each loop with its exit
+    /// test).
+    pub fn grouped_takes(&self, keys: u32) -> bool {
+        let heads = (self.heads / self.kv_heads) as u64 + 1;
+        let key_steps = (self.head_dim / 16) as u64;
+        let reduce_steps = ATTENTION_CHUNK.ilog2() as u64 + 1;
+        let values = 4 * (ATTENTION_CHUNK as u64 / 4 + 1 + 3 + 1);
+        let per_block = 1 + 3 * heads + (key_steps + 1) + key_steps * heads + reduce_steps * heads + values;
+        let blocks = u64::from(keys).div_ceil(ATTENTION_CHUNK as u64);
+        grouped_fits(self) && blocks * per_block + 8 <= LOOP_BUDGET
+    }
+
     fn splits(&self) -> usize {
         self.capacity.div_ceil(ATTENTION_CHUNK)
     }
@@ -224,11 +260,15 @@ impl Attention {
                 ];
                 with_constants(&ATTENTION_GROUPED, &sizes, &whole)
             }),
-            direct: with_constants(&ATTENTION_DIRECT, &[workgroup(DIRECT_HEADS as u32)], &whole),
+            direct: with_constants(
+                &ATTENTION_DIRECT,
+                &[workgroup(DIRECT_HEADS as u32), ("STEPS", dims.head_dim.div_ceil(16) as f64)],
+                &whole,
+            ),
             split: [false, true].map(|on| with_constants(&ATTENTION_SPLIT, &[wg, append(on)], &split)),
             combine: with_constants(
                 &ATTENTION_COMBINE,
-                &[("CHUNK", ATTENTION_CHUNK as f64)],
+                &[wg, ("CHUNK", ATTENTION_CHUNK as f64)],
                 &[&shape, io.token_meta, io.partial, io.out],
             ),
             heads: dims.heads as u32,
@@ -252,12 +292,15 @@ impl Attention {
     }
 
     /// [`Attention::encode`] by the given path (each is exact for any batch on any device);
-    /// split only for m <= 8, which its scratch buffer holds, and grouped only where the head
-    /// shapes allow it: else whole.
+    /// split only for m <= 8, which its scratch buffer holds, grouped only where the head shapes
+    /// allow it, and grouped and direct only within [`LOOP_BUDGET`]: else whole.
     pub fn encode_path(&self, pass: &mut Pass, m: u32, keys: AttendedKeys, path: AttentionPath) {
         let path = match path {
             AttentionPath::Split if m > SPLIT_MAX_TOKENS => AttentionPath::Whole,
-            AttentionPath::Grouped if self.grouped.is_none() => AttentionPath::Whole,
+            AttentionPath::Grouped if self.grouped.is_none() || !self.dims.grouped_takes(keys.longest) => {
+                AttentionPath::Whole
+            }
+            AttentionPath::Direct if !self.dims.direct_takes(keys.longest) => AttentionPath::Whole,
             path => path,
         };
         let d = &self.dims;

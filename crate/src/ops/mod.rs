@@ -59,6 +59,10 @@ const ATTENTION_APPEND: &str = include_str!("../../../shaders/attention_append.w
 /// A query read with RoPE applied, a vec4 at a time, by the GPU attention kernels.
 const ATTENTION_QUERY: &str = include_str!("../../../shaders/attention_query.wgsl");
 
+/// The whole and split attention's weighing of the values, a quad of a head per thread over a
+/// subset of the keys.
+const ATTENTION_VALUES: &str = include_str!("../../../shaders/attention_values.wgsl");
+
 /// A workgroup-wide maximum or sum, shared by the attention kernels.
 const WORKGROUP_REDUCE: &str = include_str!("../../../shaders/workgroup_reduce.wgsl");
 
@@ -76,12 +80,12 @@ pub const KV_WRITE: KernelSpec =
     spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, ReadWrite, ReadWrite, Read]);
 pub const ATTENTION: KernelSpec = spec!(
     "attention",
-    prelude: [ATTENTION_SHAPE, ROTARY, ATTENTION_QUERY, WORKGROUP_REDUCE, ATTENTION_APPEND],
+    prelude: [ATTENTION_SHAPE, ROTARY, ATTENTION_QUERY, WORKGROUP_REDUCE, ATTENTION_APPEND, ATTENTION_VALUES],
     &[Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, Read]
 );
 pub const ATTENTION_SPLIT: KernelSpec = spec!(
     "attention_split",
-    prelude: [ATTENTION_SHAPE, ROTARY, ATTENTION_QUERY, WORKGROUP_REDUCE, ATTENTION_APPEND],
+    prelude: [ATTENTION_SHAPE, ROTARY, ATTENTION_QUERY, WORKGROUP_REDUCE, ATTENTION_APPEND, ATTENTION_VALUES],
     &[Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, Read]
 );
 pub const ATTENTION_GROUPED: KernelSpec = spec!(
@@ -92,7 +96,7 @@ pub const ATTENTION_GROUPED: KernelSpec = spec!(
 pub const ATTENTION_DIRECT: KernelSpec =
     spec!("attention_direct", prelude: [ATTENTION_SHAPE, ROTARY], &[Uniform, Read, Read, Read, Read, ReadWrite, Read]);
 pub const ATTENTION_COMBINE: KernelSpec =
-    spec!("attention_combine", prelude: [ATTENTION_SHAPE], &[Uniform, Read, Read, ReadWrite]);
+    spec!("attention_combine", prelude: [ATTENTION_SHAPE, WORKGROUP_REDUCE], &[Uniform, Read, Read, ReadWrite]);
 pub const SILU_MUL: KernelSpec = spec!("silu_mul", prelude: [], &[Uniform, ReadWrite, Read]);
 pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", prelude: [], &[Uniform, Read, Read, ReadWrite]);
 pub const TOP_K: KernelSpec = spec!("top_k", prelude: [], &[Uniform, Uniform, Read, ReadWrite]);

@@ -1,0 +1,79 @@
+// Weighing the values, for attention and attention_split (prepended to them after
+// attention_append.wgsl): thread tid takes quad c = tid % Q of the head (dims 4c .. 4c + 3,
+// Q = D / 4 rounded up) for the subset s = tid / Q of a block's keys (keys s, s + S, s + 2S, ...
+// of S = WG / Q subsets), so a thread walks n / S keys, not n, two at a time. On a GPU each step
+// of that walk is a memory latency (a decode step has too few workgroups to hide it), and
+// latency, not bandwidth, is what a decode step's attention costs. The subsets' sums meet at the
+// end (subset_total): the same softmax rescaling applies to all of them.
+var<workgroup> probs: array<f32, BLOCK>;          // a block's scores, then its probabilities
+var<workgroup> subsets: array<vec4<f32>, WG>;     // [S, Q]: each subset's sums, for subset_total
+
+// Keys per block (one per thread in the split kernel, whose blocks are WG keys: WG <= BLOCK).
+const BLOCK: u32 = 256u;
+
+// Marks a block without the token's own key (weigh_quad's `fresh`).
+const NO_NEW: u32 = 0xffffffffu;
+
+fn value_quads() -> u32 {
+    return (shape.head_dim + 3u) / 4u;
+}
+
+// Values 4c .. 4c + 3 of the value row starting at word `at`; zero past D.
+fn value_quad(at: u32, c: u32) -> vec4<f32> {
+    let i = 4u * c;
+    let d = shape.head_dim;
+    return vec4<f32>(
+        select(0.0, v_cache[at + i], i < d),
+        select(0.0, v_cache[at + i + 1u], i + 1u < d),
+        select(0.0, v_cache[at + i + 2u], i + 2u < d),
+        select(0.0, v_cache[at + i + 3u], i + 3u < d),
+    );
+}
+
+// Thread tid's share of a block: probs[j] times its quad of the value rows j of its subset
+// (rows from word `first`, stride `kv_width`, j < n). Unless `fresh` is NO_NEW, row n - 1 is
+// the token's own value, taken from the key at `fresh` in q and, with `stores`, written to the
+// value cache (new_value_quad).
+fn weigh_quad(tid: u32, n: u32, first: u32, kv_width: u32, fresh: u32, stores: bool) -> vec4<f32> {
+    let quads = value_quads();
+    let c = tid % quads;
+    let s = tid / quads;
+    let count = WG / quads;  // S
+    if s >= count {
+        return vec4<f32>(0.0);
+    }
+    let cached = select(n, n - 1u, fresh != NO_NEW);
+    // Two independent sums, so two loads are in flight at each step.
+    var a = vec4<f32>(0.0);
+    var b = vec4<f32>(0.0);
+    var j = s;
+    for (; j + count < cached; j += 2u * count) {
+        let v0 = value_quad(first + j * kv_width, c);
+        let v1 = value_quad(first + (j + count) * kv_width, c);
+        a = fma(vec4<f32>(probs[j]), v0, a);
+        b = fma(vec4<f32>(probs[j + count]), v1, b);
+    }
+    if j < cached {
+        a = fma(vec4<f32>(probs[j]), value_quad(first + j * kv_width, c), a);
+    }
+    if fresh != NO_NEW && (n - 1u) % count == s {
+        let own = new_value_quad(fresh, c, first + (n - 1u) * kv_width, stores);
+        a = fma(vec4<f32>(probs[n - 1u]), own, a);
+    }
+    return a + b;
+}
+
+// The sum over all subsets of each thread's `acc`, for quad tid (meaningful where tid < Q).
+// Every thread calls it (it has a barrier).
+fn subset_total(acc: vec4<f32>, tid: u32) -> vec4<f32> {
+    subsets[tid] = acc;
+    workgroupBarrier();
+    let quads = value_quads();
+    var total = vec4<f32>(0.0);
+    if tid < quads {
+        for (var s = 0u; s < WG / quads; s++) {
+            total += subsets[s * quads + tid];
+        }
+    }
+    return total;
+}
