@@ -751,16 +751,23 @@ fn silu_mul_gather_and_top_k_match_reference() {
     let want: Vec<f32> = which.iter().flat_map(|&r| x[r as usize * h..][..h].to_vec()).collect();
     assert_close(&read(&gpu, &out, 3 * h), &want, 0.0, 0.0, "gather_rows");
 
-    for vocab in [5usize, 1000, 151_936] {
+    // On GPUs one chunk of the first pass (1,024 logits), three (the last of one logit: fewer
+    // than k), and Qwen2.5's vocabulary (149); CPU-like devices take a row as one chunk.
+    for (family, vocab) in FAMILIES.into_iter().flat_map(|f| [5usize, 1000, 2049, 151_936].map(|v| (f, v))) {
+        let gpu = family_gpu(family, None);
         let mut logits = seeded(23, 3 * vocab, 10.0);
-        // Row 1: a tie between two ids; the smaller must win, as on the CPU.
+        // Row 1: a tie between two ids (in different chunks); the smaller must win, as on the CPU.
         logits[vocab + vocab / 3] = 50.0;
         logits[vocab + vocab - 1] = 50.0;
         let k = if vocab > 100_000 { ops::TOP_K_MAX } else { 5.min(vocab) };
+        // Row 2: all k best in the first chunk.
+        for i in 0..k {
+            logits[2 * vocab + i] = 60.0 + i as f32;
+        }
         let stride = 1 + ops::TOP_K_MAX;
         let rows = gpu.uniform("rows", &[3u32, k as u32, 0, 0]);
         let (lb, out) = (gpu.storage_from("l", &logits), gpu.storage("out", (3 * stride * 8) as u64));
-        let op = ops::TopK::new(&gpu, &rows, &lb, &out, vocab);
+        let op = ops::TopK::new(&gpu, &rows, &lb, &out, vocab, 3);
         run(&gpu, |p| op.encode(p, 3, k));
         let got: Vec<u32> =
             bytemuck::pod_collect_to_vec(&pollster::block_on(gpu.download(&out, (3 * stride * 8) as u64)).unwrap());
@@ -772,7 +779,7 @@ fn silu_mul_gather_and_top_k_match_reference() {
             let top: Vec<(u32, f32)> =
                 (0..k).map(|j| (got_row[2 + 2 * j], f32::from_bits(got_row[3 + 2 * j]))).collect();
             let want: Vec<(u32, f32)> = order[..k].iter().map(|&i| (i, row[i as usize])).collect();
-            assert_eq!(top, want, "top-{k} of row {r} of {vocab}");
+            assert_eq!(top, want, "{family:?} top-{k} of row {r} of {vocab}");
             assert_eq!(top[0].0, onetoken::choice::argmax(row) as u32);
             let max = want[0].1;
             let lse = max + row.iter().map(|l| (l - max).exp()).sum::<f32>().ln();

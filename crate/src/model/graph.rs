@@ -278,7 +278,7 @@ impl Graph {
             gather_rows: GatherRows::new(g, &s.read_positions, &a.x, &head_x, h),
             norm: RmsNorm::new(g, &head_x, weights.norm(), &s.head_normed, h, c.rms_norm_eps),
             lm_head: Linear::new(g, lm_head, head_io, Store::Overwrite),
-            top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v),
+            top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v, o.max_rows),
             lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, lm_head, &s.choice_logits),
         };
         let embed_tokens = Embedding::new(g, &s.ids, weights.embed_tokens(), &a.x);

@@ -99,7 +99,7 @@ pub const ATTENTION_COMBINE: KernelSpec =
     spec!("attention_combine", prelude: [ATTENTION_SHAPE, WORKGROUP_REDUCE], &[Uniform, Read, Read, ReadWrite]);
 pub const SILU_MUL: KernelSpec = spec!("silu_mul", prelude: [], &[Uniform, ReadWrite, Read]);
 pub const GATHER_ROWS: KernelSpec = spec!("gather_rows", prelude: [], &[Uniform, Read, Read, ReadWrite]);
-pub const TOP_K: KernelSpec = spec!("top_k", prelude: [], &[Uniform, Uniform, Read, ReadWrite]);
+pub const TOP_K: KernelSpec = spec!("top_k", prelude: [], &[Uniform, Uniform, Read, ReadWrite, ReadWrite]);
 pub const LM_HEAD_ROWS: KernelSpec =
     spec!("lm_head_rows", prelude: [PACKED, WEIGHT_PAIRS], &[Uniform, Read, Read, Read, ReadWrite]);
 pub const KV_COPY: KernelSpec = spec!("kv_copy", prelude: [], &[Uniform, ReadWrite, ReadWrite]);
