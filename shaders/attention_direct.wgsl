@@ -17,14 +17,15 @@ override WORKGROUP: u32;  // query heads per workgroup (set by the Rust side)
 // D / 16 rounded up (set by the Rust side): steps of 4 quads through a key or value row. lavapipe
 // ends an invocation's loops after 65,535 passes in all (llvmpipe's loop limiter; a loop's exit
 // test is a pass too), silently: the Rust side keeps a token's keys times the passes per key
-// within that (AttentionDims::direct_takes), which steps of 4 quads make 4 times fewer.
+// within that (AttentionDims::direct_takes), which steps of 4 quads make about 3 times fewer.
 override STEPS: u32;
 const MAX_QUADS: u32 = 64u;    // 4 STEPS at most, for D <= 256
 
 // Values at .. at + 3 of the key (value) cache: one 16-byte load where D is a multiple of 4 (so
 // is every row and head offset), else value by value. Where D is not a multiple of 16 the last
-// step reaches past the head (into the next one, or the next row): the query is zero there, and
-// those output values are never written.
+// step reaches past the head (into the next one, the next row, or past the buffer's end, where
+// WebGPU's bounds checks return a value from within it): the query is zero there, and those
+// output values are never written.
 fn key_quad(at: u32) -> vec4<f32> {
     if shape.head_dim % 4u == 0u {
         return k_cache[at / 4u];

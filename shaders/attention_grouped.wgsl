@@ -5,7 +5,8 @@
 // start at base) attends to cache rows base + 0 ..= base + pos, which kv_write has filled (RoPE
 // applied); RoPE is applied to the queries as they are read (attention_query.wgsl). Keys are
 // taken in blocks of WG, one per thread, with an online softmax per head.
-// The Rust side runs it where D % 16 == 0, G <= MAX_HEADS and G x D <= 4 x QUADS.
+// The Rust side runs it where D % 16 == 0, G <= MAX_HEADS and G x D <= 4 x QUADS (and, on a
+// device that limits an invocation's loop passes, within AttentionDims::grouped_takes).
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> q: array<f32>;                 // [M, q_stride]: queries first, before RoPE
 @group(0) @binding(3) var<storage, read> k_cache: array<vec4<f32>>;     // [rows, kv_heads * D]

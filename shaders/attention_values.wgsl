@@ -1,7 +1,8 @@
 // Weighing the values, for attention and attention_split (prepended to them after
 // attention_append.wgsl): thread tid takes quad c = tid % Q of the head (dims 4c .. 4c + 3,
 // Q = D / 4 rounded up) for the subset s = tid / Q of a block's keys (keys s, s + S, s + 2S, ...
-// of S = WG / Q subsets), so a thread walks n / S keys, not n, two at a time. On a GPU each step
+// of S = WG / Q subsets), so a thread walks n / S keys, not n, two at a time (4 values of a row
+// a key: four 4-byte loads, as D need not be a multiple of 4). On a GPU each step
 // of that walk is a memory latency (a decode step has too few workgroups to hide it), and
 // latency, not bandwidth, is what a decode step's attention costs. The subsets' sums meet at the
 // end (subset_total): the same softmax rescaling applies to all of them.

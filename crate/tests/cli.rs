@@ -203,11 +203,11 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             let long_decode = i == 3;
             let dispatches = p["dispatches"].as_array().unwrap();
             // Embedding, 2 layers x 10, gather, norm, head, top-k (two passes: chunks, then
-            // their merge). RoPE has no dispatch of its
-            // own; Q, K and V are one matrix (the tiny model's are bf16 alike). On GPUs gate and
-            // up are one layer that writes silu(gate) * up (-2), up to 32 token rows both norms
-            // fold into the matvecs after them (-2), and decode attention appends the new keys
-            // and values itself (-1: no kv_write); past 64 keys it is split and merged (+1).
+            // their merge). RoPE has no dispatch of its own; Q, K and V are one matrix (the tiny
+            // model's are bf16 alike). On GPUs gate and up are one layer that writes
+            // silu(gate) * up (-2), up to 32 token rows both norms fold into the matvecs after
+            // them (-2), and decode attention appends the new keys and values itself (-1: no
+            // kv_write); past 64 keys it is split and merged (+1).
             let per_layer = match (kernels, p["phase"].as_str().unwrap()) {
                 ("tiled", "decode") if long_decode => 6,
                 ("tiled", "decode") => 5,

@@ -624,8 +624,8 @@ fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step()
             let decode_step = b == 1;
             let longest = new.iter().map(|&(_, p)| p + 1).max().unwrap();
             // Past their loop budgets (E's 4,200 keys: direct at D >= 128) grouped and direct
-            // give way to the whole kernel (see the next test).
-            let whole_unless = |takes: bool, kernel| if takes { kernel } else { "attention" };
+            // give way to the whole kernel on loop-limited devices (see the next test).
+            let whole_unless = |takes: bool, kernel| if takes || !attn.loop_limited() { kernel } else { "attention" };
             let paths = [
                 (ops::AttentionPath::Split, "attention_split"),
                 (ops::AttentionPath::Whole, "attention"),
@@ -692,7 +692,7 @@ fn direct_and_grouped_attention_are_exact_at_the_longest_context_they_take() {
             let (kcb, vcb) = (gpu.storage_from("kc", &k_cache), gpu.storage_from("vc", &v_cache));
             let freq = gpu.storage_from("inv_freq", &onetoken::config::rope_inv_freq(d, 1e6));
             let (out, partial) = (gpu.storage("out", (w * 4) as u64), gpu.storage("partial", dims.partial_bytes()));
-            for (keys, want_kernel) in [(taken, kernel), (taken + 1, "attention")] {
+            for (keys, past) in [(taken, false), (taken + 1, true)] {
                 gpu.queue().write_buffer(&kcb, 0, bytemuck::cast_slice(&k_cache));
                 gpu.queue().write_buffer(&vcb, 0, bytemuck::cast_slice(&v_cache));
                 let pos = keys - 1;
@@ -716,6 +716,7 @@ fn direct_and_grouped_attention_are_exact_at_the_longest_context_they_take() {
                     inv_freq: &freq,
                 };
                 let attn = ops::Attention::new(&gpu, io, dims).unwrap();
+                let want_kernel = if past && attn.loop_limited() { "attention" } else { kernel };
                 let keys_seen = ops::AttendedKeys { longest: keys, pairs: 0, rows: 0, decode_step: false };
                 let mut listing = Vec::new();
                 attn.encode_path(&mut Dispatcher::listing(&mut listing), 1, keys_seen, path);
@@ -756,7 +757,8 @@ fn silu_mul_gather_and_top_k_match_reference() {
     for (family, vocab) in FAMILIES.into_iter().flat_map(|f| [5usize, 1000, 2049, 151_936].map(|v| (f, v))) {
         let gpu = family_gpu(family, None);
         let mut logits = seeded(23, 3 * vocab, 10.0);
-        // Row 1: a tie between two ids (in different chunks); the smaller must win, as on the CPU.
+        // Row 1: a tie between two ids (in different chunks, where there are several); the smaller
+        // must win, as on the CPU.
         logits[vocab + vocab / 3] = 50.0;
         logits[vocab + vocab - 1] = 50.0;
         let k = if vocab > 100_000 { ops::TOP_K_MAX } else { 5.min(vocab) };

@@ -83,8 +83,8 @@ impl KvWrite {
 }
 
 /// Keys per workgroup of the split decode attention, one per thread: the workgroup size `WG`
-/// of attention_split.wgsl (and of attention.wgsl, whose threads hold 4 values of a head each),
-/// and attention_combine.wgsl's `CHUNK`.
+/// of attention_split.wgsl (and of attention.wgsl, whose threads hold 4 values of a head each,
+/// and of attention_combine.wgsl), and attention_combine.wgsl's `CHUNK`.
 pub const ATTENTION_CHUNK: usize = 64;
 
 /// Longest head the attention kernels hold in workgroup memory.
@@ -102,14 +102,15 @@ const GROUPED_QUADS: usize = 4 * ATTENTION_CHUNK;
 /// `WORKGROUP`): one CPU SIMD width of 8 lanes (AVX2 f32).
 const DIRECT_HEADS: usize = 8;
 
-/// Loop iterations one invocation of an attention kernel may run, all its loops together.
-/// lavapipe (llvmpipe) ends an invocation's loops after 65,535 iterations in all, with no error:
-/// past that a kernel returns a softmax cut short. A loop's exit test counts as a pass. So the
-/// barrier-free and grouped kernels, whose threads walk every key of a token, give way to the
-/// whole kernel where their loops would pass this (with a margin): the whole kernel's threads
-/// take a few keys of each block of 256, about 230 passes a block at D = 256, so it stays
-/// within it past 60,000 keys. GPUs have no such limit, but the rule is the same everywhere (it
-/// only moves prompts of thousands of tokens), so every path is exact on every device.
+/// Loop passes one invocation of an attention kernel may run, all its loops together, on a
+/// device that may limit them. lavapipe (llvmpipe) ends an invocation's loops after 65,535
+/// passes in all, with no error: past that a kernel returns a softmax cut short. A loop's exit
+/// test counts as a pass. So there the barrier-free and grouped kernels, whose threads walk
+/// every key of a token, give way to the whole kernel where their loops would pass this (with a
+/// margin): the whole kernel's threads take a few keys of each block of 256, about 230 passes a
+/// block at D = 256, so it stays within it past 60,000 keys (D a multiple of 4; Qwen2.5's
+/// context is 32,768). CPU implementations and the CPU-like kernel family keep to it; GPUs run
+/// grouped at any length.
 const LOOP_BUDGET: u64 = 60_000;
 
 /// Batches of at most this many tokens (decode) take the split attention, when a token sees
@@ -148,11 +149,12 @@ impl AttentionDims {
     pub fn direct_takes(&self, keys: u32) -> bool {
         let steps = self.head_dim.div_ceil(16) as u64;
         let per_key = 1 + 2 * (steps + 1);
-        u64::from(keys) * per_key + 16 * steps + self.head_dim as u64 + 2 <= LOOP_BUDGET
+        u64::from(keys) * per_key + 16 * steps + self.head_dim as u64 + 3 <= LOOP_BUDGET
     }
 
     /// Whether the grouped prefill kernel (attention_grouped.wgsl) takes these heads
-    /// ([`grouped_fits`]) and stays within [`LOOP_BUDGET`] for `keys` keys: per block of
+    /// ([`grouped_fits`]) and stays within [`LOOP_BUDGET`] for `keys` keys, counted from above:
+    /// per block of
     /// [`ATTENTION_CHUNK`] keys, three loops over the group's heads, the key loads in steps of
     /// 16 values with a loop over the heads in each, the maximum's reduction with a loop over the
     /// heads in each step, and the value loops of the four output quads (each loop with its exit
@@ -201,7 +203,8 @@ pub struct AttentionBuffers<'a> {
 /// step's cost barely grows with the context; other decode steps run one workgroup per (head,
 /// token). In a decode step the whole and split kernels also append the new keys and values (no
 /// kv_write dispatch; where D % 4 == 0). GPU kernels read keys 16 bytes at a time. CPU-like
-/// devices ([`Gpu::direct_kernels`]): one invocation per (head, token), no barriers (theirs are
+/// devices ([`Gpu::direct_kernels`]): one invocation per (head, token) up to
+/// [`AttentionDims::direct_takes`]'s context (the whole kernel past it), no barriers (theirs are
 /// expensive, and a few threads gain nothing from more workgroups).
 pub struct Attention {
     kv_write: KvWrite,
@@ -215,6 +218,8 @@ pub struct Attention {
     heads: u32,
     dims: AttentionDims,
     cpu_like: bool,
+    /// Keep each path within [`LOOP_BUDGET`]: a CPU implementation, or the CPU-like family.
+    loop_limited: bool,
 }
 
 impl Attention {
@@ -274,7 +279,13 @@ impl Attention {
             heads: dims.heads as u32,
             dims,
             cpu_like: gpu.direct_kernels(),
+            loop_limited: gpu.direct_kernels() || gpu.info().device_type == wgpu::DeviceType::Cpu,
         })
+    }
+
+    /// Whether this device keeps the direct and grouped paths within [`LOOP_BUDGET`].
+    pub fn loop_limited(&self) -> bool {
+        self.loop_limited
     }
 
     /// Encodes the new keys' and values' write to the cache and attention for `m` tokens
@@ -293,14 +304,16 @@ impl Attention {
 
     /// [`Attention::encode`] by the given path (each is exact for any batch on any device);
     /// split only for m <= 8, which its scratch buffer holds, grouped only where the head shapes
-    /// allow it, and grouped and direct only within [`LOOP_BUDGET`]: else whole.
+    /// allow it, and on loop-limited devices grouped and direct only within [`LOOP_BUDGET`]:
+    /// else whole.
     pub fn encode_path(&self, pass: &mut Pass, m: u32, keys: AttendedKeys, path: AttentionPath) {
         let path = match path {
             AttentionPath::Split if m > SPLIT_MAX_TOKENS => AttentionPath::Whole,
-            AttentionPath::Grouped if self.grouped.is_none() || !self.dims.grouped_takes(keys.longest) => {
+            AttentionPath::Grouped if self.grouped.is_none() => AttentionPath::Whole,
+            AttentionPath::Grouped if self.loop_limited && !self.dims.grouped_takes(keys.longest) => {
                 AttentionPath::Whole
             }
-            AttentionPath::Direct if !self.dims.direct_takes(keys.longest) => AttentionPath::Whole,
+            AttentionPath::Direct if self.loop_limited && !self.dims.direct_takes(keys.longest) => AttentionPath::Whole,
             path => path,
         };
         let d = &self.dims;
