@@ -2,8 +2,8 @@
 
 use std::rc::Rc;
 
-use super::{LINEAR_DIRECT, MATMUL, MATVEC, Pass, SPLIT_SUM, div_up, grid_2d, uniform, work, workgroup};
-use crate::gpu::{Gpu, Kernel, PackedMatrix};
+use super::{LINEAR_BLOCKS, LINEAR_DIRECT, MATMUL, MATVEC, Pass, SPLIT_SUM, div_up, grid_2d, uniform, work, workgroup};
+use crate::gpu::{Gpu, Kernel, KernelSpec, PackedMatrix};
 
 uniform!(
     /// linear.wgsl's `Shape`, one per weight chunk.
@@ -16,11 +16,69 @@ uniform!(
 /// (28), and it reads the weights from memory once, then from cache for each block of 8 rows.
 pub const MATVEC_MAX_ROWS: u32 = 32;
 
-/// Invocations per workgroup of linear_direct (its `WORKGROUP`), each computing 4 weight rows:
-/// small, so that a layer of few rows (896 for Qwen2.5-0.5B's o_proj) still makes enough
-/// workgroups for every CPU thread (lavapipe, 2 threads: 224 invocations in 4 workgroups of 64
-/// left the down projection 12% slower than in 14 of 16).
+/// Invocations per workgroup of linear_direct (its `WORKGROUP`): small, so that a layer of few
+/// rows (896 for Qwen2.5-0.5B's o_proj) still makes enough workgroups for every CPU thread
+/// (lavapipe, 2 threads: 224 invocations in 4 workgroups of 64 left the down projection 12%
+/// slower than in 14 of 16).
 const DIRECT_WORKGROUP: u32 = 16;
+
+/// The block of token rows x weight rows one invocation of linear_direct computes (its
+/// `BLOCK_M` and `BLOCK_N`).
+#[derive(Debug, Clone, Copy)]
+struct DirectBlock {
+    m: u32,
+    n: u32,
+}
+
+/// linear_direct's blocks on lavapipe (llvmpipe), by batch: one token row (decode; a block of
+/// more would compute it over again), a few (up to 4), and more (prefill). lavapipe's cost is
+/// the values each invocation loads (see linear_direct.wgsl), and larger blocks load each one
+/// for more products. Measured there (2 threads, bf16, 0.5B's shapes): at 128 token rows 16 x 16
+/// blocks took 59 / 312 / 324 ms for 896x896 / 896x4864 / 4864x896 where 4 x 4 took 153 / 816 /
+/// 772 (8 x 8: 93 / 540 / 529; 32 x 8 and 8 x 32 slower than 16 x 16); at 16 rows 8.4 / 38 /
+/// 49 ms against 14 / 77 / 76 for 4 x 8; for one row 1 x 8 read the weights about 15% faster
+/// than 1 x 4.
+const LAVAPIPE_BLOCKS: [DirectBlock; 3] =
+    [DirectBlock { m: 1, n: 8 }, DirectBlock { m: 4, n: 8 }, DirectBlock { m: 16, n: 16 }];
+
+/// linear_direct's blocks on other CPU-like devices (SwiftShader, the browser's CPU WebGPU), in
+/// linear_direct.wgsl: 1 x 4 for one token row, else 4 x 4. Measured natively on Chromium's
+/// SwiftShader Vulkan driver, linear_blocks.wgsl ran decode at half their speed in lavapipe's
+/// blocks and prefill at two thirds, and at these blocks four times slower: SwiftShader seems
+/// to keep its loops, so its arrays stay dynamically indexed.
+const SMALL_BLOCKS: [DirectBlock; 3] =
+    [DirectBlock { m: 1, n: 4 }, DirectBlock { m: 4, n: 4 }, DirectBlock { m: 4, n: 4 }];
+
+/// The kernel and blocks for this device: linear_blocks.wgsl in lavapipe's blocks where the
+/// adapter is llvmpipe, else linear_direct.wgsl (whose blocks are 4 weight rows wide, without a
+/// `BLOCK_N`) in the small ones.
+fn direct_kernel(gpu: &Gpu) -> (&'static KernelSpec, &'static [DirectBlock; 3], bool) {
+    if gpu.info().name.contains("llvmpipe") {
+        (&LINEAR_BLOCKS, &LAVAPIPE_BLOCKS, true)
+    } else {
+        (&LINEAR_DIRECT, &SMALL_BLOCKS, false)
+    }
+}
+
+/// linear_blocks.wgsl's `MAX_BLOCK`: the most rows of either side of a block.
+const DIRECT_MAX_BLOCK: u32 = 16;
+const _: () = {
+    let mut i = 0;
+    while i < 2 * LAVAPIPE_BLOCKS.len() {
+        let b = if i < 3 { LAVAPIPE_BLOCKS[i] } else { SMALL_BLOCKS[i - 3] };
+        assert!(
+            b.m <= DIRECT_MAX_BLOCK && b.n <= DIRECT_MAX_BLOCK && b.n.is_multiple_of(4),
+            "linear_direct.wgsl's bounds"
+        );
+        i += 1;
+    }
+};
+
+/// The index in `blocks` of the block for `m` token rows: the first that covers them, else the
+/// largest.
+fn direct_block(blocks: &[DirectBlock; 3], m: u32) -> usize {
+    blocks.iter().position(|b| m <= b.m).unwrap_or(blocks.len() - 1)
+}
 
 /// Weight rows per workgroup of matvec (its `ROWS`): 8, as many as a block of token rows, since
 /// a folded norm sums token row r in the workgroup's thread row r.
@@ -98,8 +156,9 @@ enum Kernels {
     /// GPUs: matvec for M <= [`MATVEC_MAX_ROWS`] (when K allows it), else matmul in 64 x 64 or
     /// 32 x 32 tiles, or for few 32 x 32 tiles split over K where the layer allows it.
     Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Rc<Kernel>>, split: Option<SplitKernels> },
-    /// CPU-like devices: the barrier-free kernel with 4 token rows per invocation, and with 1.
-    Direct { block_4: Rc<Kernel>, block_1: Rc<Kernel> },
+    /// CPU-like devices: the barrier-free kernel, one per block of the device's table
+    /// ([`LAVAPIPE_BLOCKS`] or [`SMALL_BLOCKS`]).
+    Direct { blocks: &'static [DirectBlock; 3], kernels: [Rc<Kernel>; 3] },
     /// GPUs, the operation before the layer folded in: matvec, applying it as it reads x.
     Folded { matvec: Rc<Kernel> },
 }
@@ -207,9 +266,13 @@ impl Linear {
         let kernels = if let Some(switch) = switch {
             Kernels::Folded { matvec: gpu.kernel(&MATVEC, &with(&[matvec_rows, (switch, 1.0)])) }
         } else if gpu.direct_kernels() {
-            let direct =
-                |block_m: f64| gpu.kernel(&LINEAR_DIRECT, &with(&[workgroup(DIRECT_WORKGROUP), ("BLOCK_M", block_m)]));
-            Kernels::Direct { block_4: direct(4.0), block_1: direct(1.0) }
+            let (spec, blocks, sized_n) = direct_kernel(gpu);
+            let direct = |b: DirectBlock| {
+                let block = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", f64::from(b.m))];
+                let n = sized_n.then_some(("BLOCK_N", f64::from(b.n)));
+                gpu.kernel(spec, &with(&[&block[..], n.as_slice()].concat()))
+            };
+            Kernels::Direct { blocks, kernels: blocks.map(direct) }
         } else {
             Kernels::Tiled {
                 matmul_64: gpu.kernel(&MATMUL, &with(&[("TILE", 64.0)])),
@@ -248,7 +311,7 @@ impl Linear {
                 let shape = gpu.uniform("linear", &shape);
                 let layout = match &kernels {
                     Kernels::Tiled { matmul_64, .. } => matmul_64,
-                    Kernels::Direct { block_4, .. } => block_4,
+                    Kernels::Direct { kernels, .. } => &kernels[0],
                     Kernels::Folded { matvec } => matvec,
                 };
                 let group = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]);
@@ -314,9 +377,10 @@ impl Linear {
     /// The kernel and grid for `m` token rows and a chunk of `rows` weight rows, unsplit.
     fn pick(&self, m: u32, rows: usize) -> (&Kernel, (u32, u32, u32)) {
         match &self.kernels {
-            Kernels::Direct { block_1, .. } if m == 1 => (block_1, (div_up(rows, 4 * DIRECT_WORKGROUP as usize), 1, 1)),
-            Kernels::Direct { block_4, .. } => {
-                (block_4, (div_up(rows, 4 * DIRECT_WORKGROUP as usize), m.div_ceil(4), 1))
+            Kernels::Direct { blocks, kernels } => {
+                let i = direct_block(blocks, m);
+                let block = blocks[i];
+                (&kernels[i], (div_up(rows, (block.n * DIRECT_WORKGROUP) as usize), m.div_ceil(block.m), 1))
             }
             Kernels::Tiled { matvec: Some(matvec), .. } if m <= MATVEC_MAX_ROWS => (matvec, matvec_grid(rows)),
             Kernels::Folded { matvec } => (matvec, matvec_grid(rows)),

@@ -76,6 +76,14 @@ pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, L
 pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
 pub const SPLIT_SUM: KernelSpec = spec!("split_sum", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
 pub const LINEAR_DIRECT: KernelSpec = spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
+/// linear_direct for lavapipe (linear_blocks.wgsl): the same products in larger blocks, under the
+/// same name in profiles.
+pub const LINEAR_BLOCKS: KernelSpec = KernelSpec {
+    name: "linear_direct",
+    source: include_str!("../../../shaders/linear_blocks.wgsl"),
+    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR],
+    bindings: LINEAR_BINDINGS,
+};
 pub const KV_WRITE: KernelSpec =
     spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, ReadWrite, ReadWrite, Read]);
 pub const ATTENTION: KernelSpec = spec!(
