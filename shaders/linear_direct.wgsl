@@ -88,49 +88,6 @@ fn pair_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4> {
     return acc;
 }
 
-// The quants of block b (32 values) of the row starting at word `base`, 16 bytes a load:
-// Q8_0's 8 words, or the 4 words of nibbles of the other formats (then `.y` is unused), and in
-// `high` the block's extra bits: Q5_0's word of fifth bits, Q6_K's two words of high 2 bits.
-struct BlockQuants {
-    lo: vec4<u32>,
-    hi: vec4<u32>,
-    high: vec2<u32>,
-}
-
-fn block_quants(base: u32, b: u32) -> BlockQuants {
-    var q: BlockQuants;
-    if DTYPE == 3u {
-        q.lo = w[base / 4u + 2u * b];
-        q.hi = w[base / 4u + 2u * b + 1u];
-        return q;
-    }
-    q.lo = w[base / 4u + b];
-    q.high = block_high_bits(base, b);
-    return q;
-}
-
-// Values 8e .. 8e + 7 of a block's quants (e < 4), unscaled.
-fn quant_eight(q: BlockQuants, e: u32) -> array<vec4<f32>, 2> {
-    if DTYPE == 3u {
-        let pair = select(q.lo, q.hi, e >= 2u);
-        let words = select(pair.xy, pair.zw, e % 2u == 1u);
-        return array(unpack_q8(words.x), unpack_q8(words.y));
-    }
-    let word = q.lo[e];
-    if DTYPE == 6u {
-        return array(unpack_nibbles_lo(word), unpack_nibbles_hi(word));
-    }
-    if DTYPE == 5u {
-        let high = q.high.x >> (8u * e);
-        return array(unpack_q5_lo(word, high), unpack_q5_hi(word, high));
-    }
-    if DTYPE == 7u {
-        let high = q.high[e / 2u] >> (16u * (e % 2u));
-        return array(unpack_q6_lo(word, high), unpack_q6_hi(word, high));
-    }
-    return array(unpack_q4_lo(word), unpack_q4_hi(word));
-}
-
 // Quantized rows, a block of 32 values loaded at a time and used 8 values a step; each row's block scale (and Q4_K min, or Q6_K second scale)
 // is read once per block of 32 and applies to the four rows' dot products at once (not a
 // lookup per value pair).

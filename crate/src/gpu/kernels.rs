@@ -39,6 +39,7 @@ pub(crate) type KernelKey = (&'static str, Vec<(&'static str, u64)>);
 pub const PACKED: &str = include_str!("../../../shaders/packed.wgsl");
 pub const LINEAR: &str = include_str!("../../../shaders/linear.wgsl");
 pub const WEIGHT_PAIRS: &str = include_str!("../../../shaders/weight_pairs.wgsl");
+pub const BLOCK_QUANTS: &str = include_str!("../../../shaders/block_quants.wgsl");
 
 impl Gpu {
     /// The pipeline of `spec` with these override constants, built on first use.

@@ -12,7 +12,7 @@ mod weights;
 pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions, KernelFamily};
 pub use dispatch::{DispatchRecord, Dispatcher, Listed, ListingCheck, Profiler, Work};
-pub use kernels::{Binding, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
+pub use kernels::{BLOCK_QUANTS, Binding, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
 pub use timer::PassTimer;
 pub(crate) use weights::Tensor;
 pub use weights::{GpuLayer, GpuLinear, GpuLoader, GpuWeights, MlpInput};

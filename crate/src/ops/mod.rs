@@ -17,7 +17,7 @@ pub use linear::{Fold, Linear, LinearBuffers, MATVEC_MAX_ROWS, SplitPartials, St
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK};
 pub use synthetic::{fill_synthetic, synthetic_weights};
 
-use crate::gpu::{Binding, Binding::*, Dispatcher, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS, Work};
+use crate::gpu::{BLOCK_QUANTS, Binding, Binding::*, Dispatcher, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS, Work};
 
 type Pass<'a> = Dispatcher<'a>;
 
@@ -75,13 +75,14 @@ pub const RMS_NORM: KernelSpec = spec!("rms_norm", prelude: [], &[Uniform, Read,
 pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
 pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
 pub const SPLIT_SUM: KernelSpec = spec!("split_sum", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
-pub const LINEAR_DIRECT: KernelSpec = spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
+pub const LINEAR_DIRECT: KernelSpec =
+    spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR, BLOCK_QUANTS], LINEAR_BINDINGS);
 /// linear_direct for lavapipe (linear_blocks.wgsl): the same products in larger blocks, under the
 /// same name in profiles.
 pub const LINEAR_BLOCKS: KernelSpec = KernelSpec {
     name: "linear_direct",
     source: include_str!("../../../shaders/linear_blocks.wgsl"),
-    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR],
+    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, BLOCK_QUANTS],
     bindings: LINEAR_BINDINGS,
 };
 pub const KV_WRITE: KernelSpec =
