@@ -61,6 +61,14 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
 fi
 cargo test --profile fast
 
+step "cargo test: the direct linear kernels on SwiftShader's Vulkan driver"
+# lavapipe runs the direct family's linear layers in linear_blocks.wgsl; every other CPU-like
+# device (the browser's SwiftShader among them) in linear_direct.wgsl. Chromium ships SwiftShader
+# as a Vulkan driver: the one test of that kernel against the CPU reference runs on it too, on
+# Vulkan alone so that nothing else can stand in for it.
+WGPU_BACKEND=vulkan VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json \
+  cargo test --profile fast --test kernels direct_linear_matches_reference -- --nocapture
+
 step "build wasm"
 bash scripts/build-wasm.sh
 
