@@ -17,8 +17,13 @@
 // a dispatch and a pass over memory of its own. With SWIGLU a workgroup's first ROWS / 2 thread
 // rows take the gate rows of its ROWS / 2 outputs and the others their up rows, and the first
 // half stores silu(gate) * up.
-const LANES: u32 = 32u;     // threads per weight row
-override ROWS: u32;         // weight rows per workgroup (set by the Rust side: 8, see inverse_rms)
+// A workgroup is LANES x ROWS = 256 threads, both set by the Rust side: 32 lanes a row and 8 rows
+// (a folded norm needs 8, see inverse_rms), or for long rows without one 64 lanes and 4 rows. A
+// layer of few, long rows (0.5B's down_proj: 896 rows of 4,864 values) makes only N / 8
+// workgroups, fewer than a large GPU's compute units, and too few loads in flight to stream
+// memory at its bandwidth; 64 lanes a row put twice the threads (and loads) on the same rows.
+override LANES: u32;        // threads per weight row
+override ROWS: u32;         // weight rows per workgroup
 var<workgroup> partial_lo: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 0..3
 var<workgroup> partial_hi: array<vec4<f32>, 256>;  // [ROWS, LANES]: token rows 4..7
 
@@ -166,12 +171,18 @@ fn inverse_rms(b0: u32, b_count: u32, lane: u32, row: u32) -> array<vec4<f32>, 2
         workgroupBarrier();
     }
     let mean = array(
-        vec4<f32>(partial_lo[0].x, partial_lo[LANES].x, partial_lo[2u * LANES].x, partial_lo[3u * LANES].x),
-        vec4<f32>(partial_lo[4u * LANES].x, partial_lo[5u * LANES].x, partial_lo[6u * LANES].x, partial_lo[7u * LANES].x),
+        vec4<f32>(row_total(0u), row_total(1u), row_total(2u), row_total(3u)),
+        vec4<f32>(row_total(4u), row_total(5u), row_total(6u), row_total(7u)),
     );
     workgroupBarrier();  // block reuses partial_lo
     let k = f32(shape.k);
     return array(inverseSqrt(mean[0] / k + shape.eps), inverseSqrt(mean[1] / k + shape.eps));
+}
+
+// Thread row r's reduced sum of squares (inverse_rms; NORM runs 8 rows of 32 lanes). A function,
+// so that its index is no constant out of bounds where the workgroup has 4 rows of 64 lanes.
+fn row_total(r: u32) -> f32 {
+    return partial_lo[r * LANES].x;
 }
 
 // Token rows b0 .. b0 + b_count (b_count <= 8) times weight row n, stored (with SWIGLU, by the
@@ -183,7 +194,8 @@ fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
         let base = n * row_words(shape.k);  // a multiple of 4: rows are 16-byte aligned
         // Four loads in flight per thread before any is used (the last ones clamped to the row,
         // and skipped): one at a time, each is a memory latency, and a layer with few rows and a
-        // long K (down_proj: 112 workgroups, 19 loads a thread) has too few threads to hide them.
+        // long K (down_proj: 224 workgroups of 64 lanes, 10 loads a thread) has too few threads
+        // to hide them.
         let last = loads - 1u;
         for (var i = lane; i < loads; i += 4u * LANES) {
             let l0 = fetch(base, i);

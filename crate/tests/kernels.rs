@@ -138,6 +138,8 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
         (67, 512, 129),  // and matmul
         (40, 72, 33),    // K % 16 == 8: matmul's last 16-wide step is half past K
         (3, 72, 33),     // and matvec's
+        (1, 4864, 896),  // matvec 64 lanes wide (K >= 2,048 without a folded norm): down_proj
+        (9, 2048, 37),   // and at odd N, 8 + 1 token rows
     ];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for format in FORMATS {

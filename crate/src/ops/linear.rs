@@ -80,9 +80,48 @@ fn direct_block(blocks: &[DirectBlock; 3], m: u32) -> usize {
     blocks.iter().position(|b| m <= b.m).unwrap_or(blocks.len() - 1)
 }
 
-/// Weight rows per workgroup of matvec (its `ROWS`): 8, as many as a block of token rows, since
-/// a folded norm sums token row r in the workgroup's thread row r.
-const MATVEC_ROWS: u32 = 8;
+/// matvec's workgroup: `lanes` threads along each of `rows` weight rows (its `LANES` and `ROWS`),
+/// 256 threads in all (the size of its workgroup arrays).
+#[derive(Debug, Clone, Copy)]
+struct MatvecShape {
+    lanes: u32,
+    rows: u32,
+}
+
+/// 8 rows of 32 lanes: as many rows as a block of token rows, since a folded norm sums token row
+/// r in the workgroup's thread row r.
+const MATVEC_NARROW: MatvecShape = MatvecShape { lanes: 32, rows: 8 };
+
+/// 4 rows of 64 lanes, for long rows (K >= [`MATVEC_WIDE_K`]) without a folded norm: 0.5B's
+/// down_proj (896 rows of 4,864) makes 112 workgroups of 8 rows, fewer than an H200's 132
+/// compute units, and with four 16-byte loads in flight per thread they hold about 1.8 MB in
+/// flight, where streaming 4.8 TB/s across a loaded memory latency of 0.6 to 1 us wants 3 to 5
+/// MB. The same rows in 4-row workgroups of 64 lanes double the threads and the loads in flight.
+/// Short rows stay narrow: at K = 896 a 64-lane thread would have under two loads to make.
+const MATVEC_WIDE: MatvecShape = MatvecShape { lanes: 64, rows: 4 };
+const MATVEC_WIDE_K: usize = 2048;
+const _: () = assert!(MATVEC_NARROW.lanes * MATVEC_NARROW.rows == 256 && MATVEC_WIDE.lanes * MATVEC_WIDE.rows == 256);
+
+/// matvec built for one layer, and the weight rows each of its workgroups takes.
+struct Matvec {
+    kernel: Rc<Kernel>,
+    rows: u32,
+}
+
+impl Matvec {
+    /// matvec for K = `k` with these constants; `norm`: with a folded norm (8 rows).
+    fn new(gpu: &Gpu, k: usize, norm: bool, constants: &[(&'static str, f64)]) -> Self {
+        let shape = if !norm && k >= MATVEC_WIDE_K { MATVEC_WIDE } else { MATVEC_NARROW };
+        let sizes = [("LANES", f64::from(shape.lanes)), ("ROWS", f64::from(shape.rows))];
+        Self { kernel: gpu.kernel(&MATVEC, &[constants, &sizes[..]].concat()), rows: shape.rows }
+    }
+
+    /// The grid for a chunk of `rows` weight rows.
+    fn grid(&self, rows: usize) -> (u32, u32, u32) {
+        let (x, y) = grid_2d(div_up(rows, self.rows as usize));
+        (x, y, 1)
+    }
+}
 
 /// Below this many 64 x 64 tiles a matmul runs in 32 x 32 tiles (four times as many
 /// workgroups): a large GPU has over 100 compute units, each wanting a few workgroups.
@@ -155,12 +194,12 @@ pub enum Fold<'a> {
 enum Kernels {
     /// GPUs: matvec for M <= [`MATVEC_MAX_ROWS`] (when K allows it), else matmul in 64 x 64 or
     /// 32 x 32 tiles, or for few 32 x 32 tiles split over K where the layer allows it.
-    Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Rc<Kernel>>, split: Option<SplitKernels> },
+    Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Matvec>, split: Option<SplitKernels> },
     /// CPU-like devices: the barrier-free kernel, one per block of the device's table
     /// ([`LAVAPIPE_BLOCKS`] or [`SMALL_BLOCKS`]).
     Direct { blocks: &'static [DirectBlock; 3], kernels: [Rc<Kernel>; 3] },
     /// GPUs, the operation before the layer folded in: matvec, applying it as it reads x.
-    Folded { matvec: Rc<Kernel> },
+    Folded { matvec: Matvec },
 }
 
 /// Split-K's two passes: matmul in 32 x 32 tiles writing the parts' sums, and their sum.
@@ -251,7 +290,6 @@ impl Linear {
             flag("SWIGLU", swiglu),
         ];
         let with = |extra: &[(&'static str, f64)]| [&constants[..], extra].concat();
-        let matvec_rows = ("ROWS", f64::from(MATVEC_ROWS));
         // What a fold adds: matvec's switch, its binding 6 and epsilon, and the bytes it reads
         // besides x (once, and per token row). Without a bias (or a fold) the shader never reads
         // binding 4 (or 6); x stands in.
@@ -264,7 +302,8 @@ impl Linear {
         let bias = io.bias.unwrap_or(io.x);
         let parts = (k / SPLIT_MIN_K).min(MAX_SPLITS) as u32;
         let kernels = if let Some(switch) = switch {
-            Kernels::Folded { matvec: gpu.kernel(&MATVEC, &with(&[matvec_rows, (switch, 1.0)])) }
+            let norm = matches!(fold, Some(Fold::Norm { .. }));
+            Kernels::Folded { matvec: Matvec::new(gpu, k, norm, &with(&[(switch, 1.0)])) }
         } else if gpu.direct_kernels() {
             let (spec, blocks, sized_n) = direct_kernel(gpu);
             let direct = |b: DirectBlock| {
@@ -279,7 +318,7 @@ impl Linear {
                 matmul_32: gpu.kernel(&MATMUL, &with(&[("TILE", 32.0)])),
                 // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one, 16
                 // or 32 quantized ones (rows of whole blocks, 16-byte aligned).
-                matvec: k.is_multiple_of(8).then(|| gpu.kernel(&MATVEC, &with(&[matvec_rows]))),
+                matvec: k.is_multiple_of(8).then(|| Matvec::new(gpu, k, false, &constants)),
                 // Split-K needs the whole dot product of nothing but x (no fold here; no pairs)
                 // and K long enough for two parts.
                 split: (!swiglu && parts > 1 && io.partials.is_some()).then(|| SplitKernels {
@@ -312,7 +351,7 @@ impl Linear {
                 let layout = match &kernels {
                     Kernels::Tiled { matmul_64, .. } => matmul_64,
                     Kernels::Direct { kernels, .. } => &kernels[0],
-                    Kernels::Folded { matvec } => matvec,
+                    Kernels::Folded { matvec } => &matvec.kernel,
                 };
                 let group = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]);
                 let split = partials.map(|SplitPartials(partials)| {
@@ -382,8 +421,8 @@ impl Linear {
                 let block = blocks[i];
                 (&kernels[i], (div_up(rows, (block.n * DIRECT_WORKGROUP) as usize), m.div_ceil(block.m), 1))
             }
-            Kernels::Tiled { matvec: Some(matvec), .. } if m <= MATVEC_MAX_ROWS => (matvec, matvec_grid(rows)),
-            Kernels::Folded { matvec } => (matvec, matvec_grid(rows)),
+            Kernels::Tiled { matvec: Some(matvec), .. } if m <= MATVEC_MAX_ROWS => (&matvec.kernel, matvec.grid(rows)),
+            Kernels::Folded { matvec } => (&matvec.kernel, matvec.grid(rows)),
             Kernels::Tiled { matmul_64, matmul_32, .. } => {
                 if div_up(rows, 64) * m.div_ceil(64) >= MIN_TILES_64 {
                     (matmul_64, (div_up(rows, 64), m.div_ceil(64), 1))
@@ -393,10 +432,4 @@ impl Linear {
             }
         }
     }
-}
-
-/// matvec's grid for a chunk of `rows` weight rows.
-fn matvec_grid(rows: usize) -> (u32, u32, u32) {
-    let (x, y) = grid_2d(div_up(rows, MATVEC_ROWS as usize));
-    (x, y, 1)
 }
