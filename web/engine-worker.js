@@ -67,6 +67,11 @@ const COMMANDS = {
     model = null;
     if (!gpu) await openGpu(); // the device was lost: a fresh one
     const { engine: loaded, uncached } = await loadModel(gpu, source, progress);
+    // Errors the browser reports late (a pipeline its shader compiler rejects) fail the load.
+    await loaded.settled().catch((e) => {
+      loaded.free();
+      throw e;
+    });
     engine = loaded;
     lost = null;
     model = { source, info: JSON.parse(engine.info()), uncached };

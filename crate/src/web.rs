@@ -373,6 +373,14 @@ impl WebEngine {
         Ok(json(&self.with(async |e| e.probe(tokens).await).await?))
     }
 
+    /// Resolves once the GPU has finished the model's set-up (weights made or uploaded,
+    /// pipelines compiled), or rejects with the error the device raised during it (code `gpu`):
+    /// in the browser such errors arrive after the calls that caused them. The page awaits it
+    /// before it calls a model loaded.
+    pub async fn settled(&self) -> Result<(), JsValue> {
+        self.with(async |e| e.model().gpu().settle().await).await
+    }
+
     /// The last position's logits over the whole vocabulary for `ids` (a diagnostic: tests
     /// compare them with the native engine's).
     pub async fn logits(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsValue> {

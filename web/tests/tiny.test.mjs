@@ -1,5 +1,6 @@
 // The page on the tiny fixture model served as a bundled folder: its GPU logits and its
-// answers equal the native engine's (the CLI on lavapipe) and HF transformers' logits.
+// answers equal the native engine's (the CLI on lavapipe) and HF transformers' logits; and the
+// GPU family's pipelines at Qwen2.5-0.5B's sizes, as the browser's shader compiler builds them.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -9,7 +10,7 @@ import { after, before, test } from 'node:test';
 import { ARTICLE_BAND } from '../bench-charts.js';
 import { ms } from '../bench-view.js';
 import { articleComparison, articleVerdict } from '../lesson.js';
-import { openTiny, REPO, TINY as FIXTURE } from './browser.mjs';
+import { openBrowser, openTiny, REPO, TINY as FIXTURE } from './browser.mjs';
 
 const CLI = path.join(REPO, 'target/fast/onetoken');
 const ref = JSON.parse(await readFile(path.join(FIXTURE, 'ref.json'), 'utf8'));
@@ -221,6 +222,23 @@ test('?kernels=tiled runs the GPU family in the page (matmul, matvec, paired gat
     assert.deepEqual(tiled.errors, []);
   } finally {
     await tiled.browser.close();
+  }
+});
+
+test('?kernels=tiled on the synthetic Qwen2.5-0.5B: the browser compiles every real-size GPU kernel the page builds', async () => {
+  // A visitor's GPU runs these pipelines, built by the browser's own shader compiler, at sizes
+  // the tiny model never reaches (matmul's tiles and split-K, matvec 64 lanes wide for
+  // down_proj's K of 4,864). The load waits for the GPU to finish the set-up and fails with any
+  // error the device raised meanwhile. (Running them here would take minutes, SwiftShader being
+  // slow at workgroup barriers: the native tests run them at these sizes on lavapipe.)
+  const browser = await openBrowser();
+  try {
+    const { page, errors } = await browser.open('index.html?kernels=tiled&lang=en');
+    await page.evaluate(() => window.onetoken.ready);
+    assert.match(await page.textContent('#model-status'), /494M parameters, 24 layers, hidden size 896/);
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
   }
 });
 

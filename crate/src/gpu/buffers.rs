@@ -185,6 +185,25 @@ impl Gpu {
     }
 }
 
+impl Gpu {
+    /// Waits until the GPU has done all the work submitted so far, then reports any error the
+    /// device raised meanwhile. In the browser some errors arrive late: a pipeline the browser's
+    /// shader compiler rejects, an allocation it refuses, are reported after the call that made
+    /// them has returned, and GPU-made weights are still being written. Awaited after a model
+    /// is built, it turns those into the load's own error, not the first run's.
+    pub async fn settle(&self) -> Result<()> {
+        // A copy queued behind everything submitted: mapping its target waits for all of it.
+        let (source, staging) = (self.storage("settle", 16), self.staging("settle", 16));
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&source, 0, &staging, 0, 16);
+        self.queue.submit([encoder.finish()]);
+        let read = read_buffer(self, &staging, 16).await;
+        source.destroy();
+        staging.destroy();
+        read.map(drop)
+    }
+}
+
 /// Maps `staging` (a MAP_READ buffer whose copy has been submitted) and returns its first
 /// `len` bytes. Natively this blocks until the GPU is done; in the browser it awaits.
 pub async fn read_buffer(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> Result<Vec<u8>> {
