@@ -2,17 +2,27 @@
 # The real-GPU measurement in one go: bench with per-kernel profiles for Qwen2.5 0.5B and 1.5B
 # (synthetic weights: no files needed), the tiled kernels against the barrier-free ones, and the
 # prefill fixed-cost check (8 vs 9 tokens), and the quantized formats (decode bytes vs time).
-# Every command has its own timeout, so one slow step cannot eat the rest. Usage: scripts/gpu-bench.sh OUT_DIR [ONETOKEN_BINARY]
+# Every command has its own timeout, so one slow step cannot eat the rest, and all of them fit in
+# BUDGET seconds (default 540: a device run may last 600), most important first, so a slow device
+# still returns the log and the first files whole. Usage:
+#   [BUDGET=seconds] scripts/gpu-bench.sh OUT_DIR [ONETOKEN_BINARY]
 set -uo pipefail
 out=${1:?usage: scripts/gpu-bench.sh OUT_DIR [ONETOKEN_BINARY]}
 bin=${2:-target/release/onetoken}
+budget=${BUDGET:-540}
 mkdir -p "$out"
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
 log="$out/gpu-bench.log"
 run() {
   local seconds=$1 name=$2
   shift 2
-  echo "== $name: $*" | tee -a "$log"
+  local left=$((budget - SECONDS))
+  if ((left < 15)); then
+    echo "-- $name: skipped, ${left} s of the budget left" | tee -a "$log"
+    return
+  fi
+  ((seconds > left)) && seconds=$left
+  echo "== $name (at most $seconds s): $*" | tee -a "$log"
   local start=$SECONDS
   timeout "$seconds" "$bin" "$@" >"$out/$name.json" 2>>"$log"
   echo "-- $name: exit $? in $((SECONDS - start)) s" | tee -a "$log"
