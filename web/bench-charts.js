@@ -292,7 +292,9 @@ export function kernels(el, report, t) {
     const title = phase.phase === 'prefill'
       ? tx(t, 'prefillTitle').replace('{tokens}', phase.tokens)
       : tx(t, 'decodeTitle').replace('{context}', phase.context);
-    text(g, 0, y + 12, fit(`${title} · GPU ${formatMs(phase.gpu_ms)} · ${phase.dispatch_count} ${tx(t, 'dispatches')}`, w),
+    // Short phases are the mean of several runs (a browser rounds GPU timestamps to 0.1 ms).
+    const runs = phase.runs > 1 ? ` · ${tx(t, 'meanOfRuns').replace('{runs}', phase.runs)}` : '';
+    text(g, 0, y + 12, fit(`${title} · GPU ${formatMs(phase.gpu_ms)} · ${phase.dispatch_count} ${tx(t, 'dispatches')}${runs}`, w),
       { class: 'value' });
     y += 20;
     const top = Math.max(...phase.kernels.map((k) => k.gpu_ms), 1e-9);

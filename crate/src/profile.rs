@@ -1,12 +1,14 @@
 //! The per-kernel profile: one prefill and one decode step at each prompt length, every dispatch
 //! timed on its own (see [`crate::gpu::Dispatcher`]) beside the bytes it must move and the FLOPs
 //! it must do, and the same forward's GPU time without profiling, measured in the same run, so
-//! the kernels' sum can be checked against the phase they make up.
+//! the kernels' sum can be checked against the phase they make up. Short phases are run several
+//! times and averaged, which also undoes a browser's rounding of timestamps.
 
 use serde::Serialize;
 
 use crate::bench::Micro;
 use crate::error::Result;
+use crate::gpu::Work;
 use crate::model::{ForwardOut, Model, Readout, Sequence};
 
 #[derive(Debug, Clone, Serialize)]
@@ -23,9 +25,11 @@ pub struct Phase {
     pub tokens: usize,
     /// Tokens in the KV cache before the call.
     pub context: usize,
-    /// GPU time of the same call without profiling (layers + head).
+    /// Runs of the call averaged, unprofiled and profiled alike ([`runs_for`]).
+    pub runs: usize,
+    /// GPU time of the same call without profiling (layers + head), the mean of its runs.
     pub gpu_ms: f64,
-    /// Sum of the dispatches' GPU times.
+    /// Sum of the dispatches' GPU times (each the mean of its runs).
     pub kernels_ms: f64,
     /// Dispatches in the call.
     pub dispatch_count: usize,
@@ -57,8 +61,28 @@ pub struct KernelTotal {
     pub fma_fraction: f64,
 }
 
+/// Each phase is run (and profiled) until its runs add up to at least this much GPU time: a
+/// browser rounds timestamps to 100 us (Chrome does, against timing attacks), so a dispatch of a
+/// few microseconds reads 0 or 0.1 ms. Over runs whose start falls at random within the rounding
+/// step, the mean of the readings approaches the true time: with 50 ms of runs, a decode step's
+/// kernels add up to within a few percent of it.
+const PROFILED_MS: f64 = 50.0;
+/// At most this many runs of a phase (a decode step of 1 ms: 50).
+const MAX_RUNS: usize = 64;
+
+/// Runs of a phase whose first run took `first_ms` of GPU time ([`PROFILED_MS`]): one for a
+/// phase of 50 ms or more (a CPU device's), up to [`MAX_RUNS`] for one that reads as nothing.
+pub fn runs_for(first_ms: f64) -> usize {
+    if first_ms <= 0.0 || !first_ms.is_finite() {
+        return MAX_RUNS;
+    }
+    ((PROFILED_MS / first_ms).ceil() as usize).clamp(1, MAX_RUNS)
+}
+
 /// Profiles a prefill of each length and the decode step after it, in KV slot 0 (which it
-/// resets). The model's KV capacity must hold the longest length plus one.
+/// resets): each phase run several times ([`runs_for`]), unprofiled and profiled, from the
+/// same state (a prefill from an empty slot, a step from the slot holding the prompt), and the
+/// times averaged. The model's KV capacity must hold the longest length plus one.
 pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Result<Profile> {
     let mut phases = Vec::new();
     let vocab = model.config().vocab_size as u32;
@@ -67,52 +91,92 @@ pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Res
         let ids: Vec<u32> = (0..length as u32).map(|i| (1 + i) % vocab).collect();
         let prefill = [Sequence { slot: 0, tokens: &ids }];
         let step = [Sequence { slot: 0, tokens: &[1] }];
-        // Unprofiled, then profiled, from the same states: a prefill from an empty slot, then a
-        // decode step from the slot holding the prompt.
+        // Before each run, the state it starts from: an empty slot, or the slot at the prompt.
+        let empty = |m: &mut Model| m.forget(0);
+        let at_prompt = |m: &mut Model| m.truncate(0, length);
         model.forget(0)?;
-        let plain_prefill = model.forward(&prefill, Readout::ARGMAX).await?;
-        let plain_step = model.forward(&step, Readout::ARGMAX).await?;
-        model.forget(0)?;
+        let first = model.forward(&prefill, Readout::ARGMAX).await?;
+        let prefill_runs = runs_for(gpu_ms(&first));
+        let plain_prefill = repeat(model, &prefill, empty, prefill_runs - 1, Some(first)).await?;
+        let first = model.forward(&step, Readout::ARGMAX).await?;
+        let step_runs = runs_for(gpu_ms(&first));
+        let plain_step = repeat(model, &step, at_prompt, step_runs - 1, Some(first)).await?;
         model.set_profiling(true)?;
         let profiled = async {
-            let prefill = model.forward(&prefill, Readout::ARGMAX).await?;
-            Ok::<_, crate::Error>((prefill, model.forward(&step, Readout::ARGMAX).await?))
+            let prefill = repeat(model, &prefill, empty, prefill_runs, None).await?;
+            Ok::<_, crate::Error>((prefill, repeat(model, &step, at_prompt, step_runs, None).await?))
         }
         .await;
         model.set_profiling(false)?;
         let (profiled_prefill, profiled_step) = profiled?;
-        phases.push(phase("prefill", length, 0, &plain_prefill, &profiled_prefill, micro));
-        phases.push(phase("decode", 1, length, &plain_step, &profiled_step, micro));
+        phases.push(phase("prefill", length, 0, plain_prefill, profiled_prefill, micro));
+        phases.push(phase("decode", 1, length, plain_step, profiled_step, micro));
     }
     model.forget(0)?;
     Ok(Profile { phases })
 }
 
-fn phase(
-    name: &'static str,
-    tokens: usize,
-    context: usize,
-    plain: &ForwardOut,
-    profiled: &ForwardOut,
-    micro: &Micro,
-) -> Phase {
-    let t = &plain.timing;
+/// GPU time of a forward (layers + head; 0 without timestamps).
+fn gpu_ms(out: &ForwardOut) -> f64 {
+    out.timing.gpu_ms().unwrap_or(0.0)
+}
+
+/// The runs of one phase: its mean GPU time, and (profiled) each dispatch's mean time.
+struct Runs {
+    count: usize,
+    gpu_ms: f64,
+    dispatches: Vec<(&'static str, Option<usize>, Work, f64)>,
+}
+
+/// `first` (a run already made, if any) and `more` runs of `batch`, each from the state `reset`
+/// makes, averaged. Every run dispatches the same kernels, so the dispatches average one by one.
+async fn repeat(
+    model: &mut Model,
+    batch: &[Sequence<'_>],
+    reset: impl Fn(&mut Model) -> Result<()>,
+    more: usize,
+    first: Option<ForwardOut>,
+) -> Result<Runs> {
+    let mut runs = Runs { count: 0, gpu_ms: 0.0, dispatches: Vec::new() };
+    let mut add = |out: ForwardOut| -> Result<()> {
+        runs.count += 1;
+        runs.gpu_ms += gpu_ms(&out);
+        if runs.count == 1 {
+            runs.dispatches = out.profile.iter().map(|(d, _)| (d.kernel, d.layer, d.work, 0.0)).collect();
+        }
+        if out.profile.len() != runs.dispatches.len() {
+            return Err(crate::Error::Gpu("profiled runs of one phase dispatched different kernels".into()));
+        }
+        for (sum, (_, ms)) in runs.dispatches.iter_mut().zip(&out.profile) {
+            sum.3 += ms;
+        }
+        Ok(())
+    };
+    if let Some(out) = first {
+        add(out)?;
+    }
+    for _ in 0..more {
+        reset(model)?;
+        add(model.forward(batch, Readout::ARGMAX).await?)?;
+    }
+    let n = runs.count.max(1) as f64;
+    runs.gpu_ms /= n;
+    runs.dispatches.iter_mut().for_each(|d| d.3 /= n);
+    Ok(runs)
+}
+
+fn phase(name: &'static str, tokens: usize, context: usize, plain: Runs, profiled: Runs, micro: &Micro) -> Phase {
     let dispatches: Vec<Dispatch> = profiled
-        .profile
-        .iter()
-        .map(|(d, ms)| Dispatch {
-            kernel: d.kernel,
-            layer: d.layer,
-            gpu_ms: *ms,
-            bytes: d.work.bytes,
-            flops: d.work.flops,
-        })
+        .dispatches
+        .into_iter()
+        .map(|(kernel, layer, work, gpu_ms)| Dispatch { kernel, layer, gpu_ms, bytes: work.bytes, flops: work.flops })
         .collect();
     Phase {
         phase: name,
         tokens,
         context,
-        gpu_ms: t.gpu_layers_ms.unwrap_or(0.0) + t.gpu_head_ms.unwrap_or(0.0),
+        runs: profiled.count,
+        gpu_ms: plain.gpu_ms,
         kernels_ms: dispatches.iter().map(|d| d.gpu_ms).sum(),
         dispatch_count: dispatches.len(),
         kernels: totals(&dispatches, micro),
@@ -146,4 +210,21 @@ fn totals(dispatches: &[Dispatch], micro: &Micro) -> Vec<KernelTotal> {
     }
     totals.sort_by(|a, b| b.gpu_ms.total_cmp(&a.gpu_ms));
     totals
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_for;
+
+    #[test]
+    fn short_phases_run_until_their_runs_add_up_to_50_ms() {
+        assert_eq!(runs_for(400.0), 1); // a CPU device's decode step
+        assert_eq!(runs_for(50.0), 1);
+        assert_eq!(runs_for(20.0), 3);
+        assert_eq!(runs_for(1.0), 50); // a large GPU's decode step
+        assert_eq!(runs_for(0.3), 64);
+        // A phase shorter than a browser's 100 us rounding may read as nothing at all.
+        assert_eq!(runs_for(0.0), 64);
+        assert_eq!(runs_for(f64::NAN), 64);
+    }
 }

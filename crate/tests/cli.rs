@@ -250,6 +250,8 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             let kernels_ms = p["kernels_ms"].as_f64().unwrap();
             assert!((kernels_ms - sum).abs() < 1e-6 * sum.max(1.0), "{kernels_ms} vs {sum}");
             assert!(kernels_ms > 0.0 && p["gpu_ms"].as_f64().unwrap() > 0.0);
+            // Runs averaged, until they add up to 50 ms (profile::runs_for).
+            assert!((1..=64).contains(&p["runs"].as_u64().unwrap()), "{}", p["runs"]);
             let totals: u64 = p["kernels"].as_array().unwrap().iter().map(|k| k["count"].as_u64().unwrap()).sum();
             assert_eq!(totals as usize, dispatches.len());
         }

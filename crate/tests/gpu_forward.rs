@@ -193,6 +193,31 @@ fn shared_prefix_copy_then_continue_equals_a_full_prefill() {
     }
 }
 
+/// A slot cut back to its prompt takes the next token again as if the first had never come:
+/// the same logits, bit for bit, and a different token after the cut equals that token decoded
+/// straight after the prompt. (The profile repeats decode steps this way.)
+#[test]
+fn a_truncated_slot_continues_from_where_it_was_cut() {
+    let r = tiny_ref();
+    let input = ids(&r["input_ids"]);
+    let mut model = tiny_model(None);
+    block(model.prefill(&[Sequence { slot: 0, tokens: &input[..12] }], Readout::ARGMAX)).unwrap();
+    let step = |model: &mut Model, t: u32| block(model.decode(&[(0, t)], LOGITS_LAST)).unwrap().rows.remove(0).logits;
+    let first = step(&mut model, input[12]);
+    step(&mut model, input[13]);
+    model.truncate(0, 12).unwrap();
+    assert_eq!(step(&mut model, input[12]), first, "the step again after the cut");
+    model.truncate(0, 12).unwrap();
+    let other = step(&mut model, input[14]);
+    block(model.prefill(&[Sequence { slot: 1, tokens: &input[..12] }], Readout::ARGMAX)).unwrap();
+    let straight = block(model.decode(&[(1, input[14])], LOGITS_LAST)).unwrap().rows.remove(0).logits;
+    assert_close(&other, &straight, 1e-5, 1e-5, "another token after the cut");
+    assert_eq!(model.tokens_in(0).unwrap(), 13);
+    let err = model.truncate(0, 14).unwrap_err().to_string();
+    assert!(err.contains("holds 13 tokens, so it cannot keep 14"), "{err}");
+    assert!(model.truncate(9, 0).unwrap_err().to_string().contains("KV slot 9 does not exist"));
+}
+
 /// Decode steps whose commands were encoded during the step before equal steps encoded when
 /// asked for, bit for bit, across the step whose keys outgrow one attention chunk; a call that
 /// dispatches otherwise than the step encoded ahead (its read-out changed, a prefill, another

@@ -119,6 +119,7 @@ export default {
     prefillTitle: 'prefill: {tokens} tokens',
     decodeTitle: 'decode: 1 token after {context}',
     dispatches: 'dispatches',
+    meanOfRuns: 'mean of {runs} runs',
     ofCopy: '{pct}% of copy bandwidth',
     ofFma: '{pct}% of the FMA rate',
     strategy: { a: 'A (schema)', 'a-free': 'A (free)', b: 'B (choice head)', 'b-full-head': 'B (full head)', c: 'C (batch)' },

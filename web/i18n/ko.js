@@ -119,6 +119,7 @@ export default {
     prefillTitle: '프리필: {tokens}토큰',
     decodeTitle: '디코드: {context}토큰 뒤 1토큰',
     dispatches: '디스패치',
+    meanOfRuns: '{runs}회 평균',
     ofCopy: '복사 대역폭의 {pct}%',
     ofFma: 'FMA 처리량의 {pct}%',
     strategy: { a: 'A (스키마)', 'a-free': 'A (자유)', b: 'B (선택지 헤드)', 'b-full-head': 'B (전체 헤드)', c: 'C (배치)' },

@@ -115,6 +115,11 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
     }
     const sum = p.dispatches.reduce((a, d) => a + d.gpu_ms, 0);
     assert.ok(Math.abs(sum - p.kernels_ms) < 1e-6 * Math.max(1, sum));
+    // Runs averaged until they add up to 50 ms; a phase run more than once says so in the chart.
+    assert.ok(p.runs >= 1 && p.runs <= 64, `runs: ${p.runs}`);
+    const title = await page.locator(`#chart-kernels svg g[data-phase=${p.phase}] text.value`).first().textContent();
+    const said = title.includes(`mean of ${p.runs} runs`);
+    assert.ok(p.runs > 1 ? said || title.endsWith('…') : !said, title);
   }
   // The kernel chart: one bar per kernel of each phase, and a reading of each phase below it.
   const bars = await page.locator('#chart-kernels svg [data-kind=kernel]').count();

@@ -75,6 +75,17 @@ impl KvCache {
         Ok(())
     }
 
+    /// Keeps only the first `len` tokens of `slot` (at most what it holds): the next token
+    /// is written at position `len`, over what was there.
+    pub fn truncate(&mut self, slot: usize, len: usize) -> Result<()> {
+        let held = self.tokens_in(slot)?;
+        if len > held {
+            return Err(Error::Input(format!("KV slot {slot} holds {held} tokens, so it cannot keep {len}")));
+        }
+        self.lens[slot] = len;
+        Ok(())
+    }
+
     pub fn forget_all(&mut self) {
         self.lens.fill(0);
     }

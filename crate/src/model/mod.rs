@@ -196,6 +196,12 @@ impl Model {
         self.kv.forget(slot)
     }
 
+    /// Keeps only the first `len` tokens of `slot`: the sequence continues from there (a decode
+    /// step can be run again at the same context).
+    pub fn truncate(&mut self, slot: usize, len: usize) -> Result<()> {
+        self.kv.truncate(slot, len)
+    }
+
     /// Starts every slot over.
     pub fn forget_all(&mut self) {
         self.kv.forget_all();
