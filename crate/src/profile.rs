@@ -8,7 +8,6 @@ use serde::Serialize;
 
 use crate::bench::Micro;
 use crate::error::Result;
-use crate::gpu::Work;
 use crate::model::{ForwardOut, Model, Readout, Sequence};
 
 #[derive(Debug, Clone, Serialize)]
@@ -125,7 +124,7 @@ fn gpu_ms(out: &ForwardOut) -> f64 {
 struct Runs {
     count: usize,
     gpu_ms: f64,
-    dispatches: Vec<(&'static str, Option<usize>, Work, f64)>,
+    dispatches: Vec<Dispatch>,
 }
 
 /// `first` (a run already made, if any) and `more` runs of `batch`, each from the state `reset`
@@ -142,13 +141,25 @@ async fn repeat(
         runs.count += 1;
         runs.gpu_ms += gpu_ms(&out);
         if runs.count == 1 {
-            runs.dispatches = out.profile.iter().map(|(d, _)| (d.kernel, d.layer, d.work, 0.0)).collect();
+            runs.dispatches = out
+                .profile
+                .iter()
+                .map(|(d, _)| Dispatch {
+                    kernel: d.kernel,
+                    layer: d.layer,
+                    gpu_ms: 0.0,
+                    bytes: d.work.bytes,
+                    flops: d.work.flops,
+                })
+                .collect();
         }
-        if out.profile.len() != runs.dispatches.len() {
+        let same = out.profile.len() == runs.dispatches.len()
+            && out.profile.iter().zip(&runs.dispatches).all(|((d, _), sum)| d.kernel == sum.kernel);
+        if !same {
             return Err(crate::Error::Gpu("profiled runs of one phase dispatched different kernels".into()));
         }
         for (sum, (_, ms)) in runs.dispatches.iter_mut().zip(&out.profile) {
-            sum.3 += ms;
+            sum.gpu_ms += ms;
         }
         Ok(())
     };
@@ -161,16 +172,12 @@ async fn repeat(
     }
     let n = runs.count.max(1) as f64;
     runs.gpu_ms /= n;
-    runs.dispatches.iter_mut().for_each(|d| d.3 /= n);
+    runs.dispatches.iter_mut().for_each(|d| d.gpu_ms /= n);
     Ok(runs)
 }
 
 fn phase(name: &'static str, tokens: usize, context: usize, plain: Runs, profiled: Runs, micro: &Micro) -> Phase {
-    let dispatches: Vec<Dispatch> = profiled
-        .dispatches
-        .into_iter()
-        .map(|(kernel, layer, work, gpu_ms)| Dispatch { kernel, layer, gpu_ms, bytes: work.bytes, flops: work.flops })
-        .collect();
+    let dispatches = profiled.dispatches;
     Phase {
         phase: name,
         tokens,
