@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real-GPU measurement in one go: bench with per-kernel profiles for Qwen2.5 0.5B and 1.5B
 # (synthetic weights: no files needed), the tiled kernels against the barrier-free ones, and the
-# prefill fixed-cost check (8 vs 9 tokens), and the quantized formats (decode bytes vs time).
+# prefill fixed-cost check (8 vs 9 tokens), the quantized formats (decode bytes vs time), and
+# the PyTorch peer where it is there. At most 8 files come back from a device run: this writes 7.
 # Every command has its own timeout, so one slow step cannot eat the rest, and all of them fit in
 # BUDGET seconds (default 540: a device run may last 600), most important first, so a slow device
 # still returns the log and the first files whole. Usage:
@@ -39,5 +40,20 @@ run 240 bench-1.5b bench --synthetic qwen2.5-1.5b --json --profile --lengths 128
 for q in q8_0 q5_0 q4_0; do
   run 120 "bench-0.5b-$q" bench --synthetic qwen2.5-0.5b --json --quant "$q" --lengths 32,512 --batch-sizes 1 --repeats 3
 done
+# One document a line, in the order above.
+cat "$out"/bench-0.5b-q*.json >"$out/bench-0.5b-quant.jsonl" && rm -f "$out"/bench-0.5b-q*.json
 run 120 bench-0.5b-direct bench --synthetic qwen2.5-0.5b --json --kernels direct --lengths 32,128 --batch-sizes 1 --repeats 1
+# The PyTorch peer (HF transformers, eager) on the same GPU, where the script and python3 are
+# there (gpu.md: copied into .dev/ beside the binary).
+peer=$(dirname "$bin")/torch_peer.py
+if [ -f "$peer" ] && command -v python3 >/dev/null; then
+  left=$((budget - SECONDS))
+  if ((left >= 15)); then
+    echo "== torch-peer (at most $left s): python3 $peer" | tee -a "$log"
+    timeout "$left" python3 "$peer" "$out/torch-peer.json" >>"$log" 2>&1
+    echo "-- torch-peer: exit $?" | tee -a "$log"
+  else
+    echo "-- torch-peer: skipped, ${left} s of the budget left" | tee -a "$log"
+  fi
+fi
 echo "done: $(ls "$out")" | tee -a "$log"
