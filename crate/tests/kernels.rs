@@ -853,4 +853,13 @@ fn device_errors_are_returned_not_panicked() {
     assert!(err.starts_with("GPU: "), "{err}");
     assert!(err.to_lowercase().contains("huge") || err.contains("size"), "{err}");
     gpu.check().unwrap();
+    // Settling waits for the GPU and reports what the device raised meanwhile (the browser's
+    // load awaits it): an error made before, then nothing once it has been reported.
+    let _huge = gpu.storage("huge", gpu.limits().max_buffer_size + 4096);
+    let err = pollster::block_on(gpu.settle()).unwrap_err().to_string();
+    assert!(err.starts_with("GPU: "), "{err}");
+    pollster::block_on(gpu.settle()).unwrap();
+    gpu.device().destroy();
+    let err = pollster::block_on(gpu.settle()).unwrap_err().to_string();
+    assert!(err.contains("lost"), "{err}");
 }
