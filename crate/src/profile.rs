@@ -93,17 +93,12 @@ pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Res
         // Before each run, the state it starts from: an empty slot, or the slot at the prompt.
         let empty = |m: &mut Model| m.forget(0);
         let at_prompt = |m: &mut Model| m.truncate(0, length);
-        model.forget(0)?;
-        let first = model.forward(&prefill, Readout::ARGMAX).await?;
-        let prefill_runs = runs_for(gpu_ms(&first));
-        let plain_prefill = repeat(model, &prefill, empty, prefill_runs - 1, Some(first)).await?;
-        let first = model.forward(&step, Readout::ARGMAX).await?;
-        let step_runs = runs_for(gpu_ms(&first));
-        let plain_step = repeat(model, &step, at_prompt, step_runs - 1, Some(first)).await?;
+        let plain_prefill = repeat(model, &prefill, empty, None).await?;
+        let plain_step = repeat(model, &step, at_prompt, None).await?;
         model.set_profiling(true)?;
         let profiled = async {
-            let prefill = repeat(model, &prefill, empty, prefill_runs, None).await?;
-            Ok::<_, crate::Error>((prefill, repeat(model, &step, at_prompt, step_runs, None).await?))
+            let prefill = repeat(model, &prefill, empty, Some(plain_prefill.count)).await?;
+            Ok::<_, crate::Error>((prefill, repeat(model, &step, at_prompt, Some(plain_step.count)).await?))
         }
         .await;
         model.set_profiling(false)?;
@@ -127,21 +122,13 @@ struct Runs {
     dispatches: Vec<Dispatch>,
 }
 
-/// `first` (a run already made, if any) and `more` runs of `batch`, each from the state `reset`
-/// makes, averaged. Every run dispatches the same kernels, so the dispatches average one by one.
-async fn repeat(
-    model: &mut Model,
-    batch: &[Sequence<'_>],
-    reset: impl Fn(&mut Model) -> Result<()>,
-    more: usize,
-    first: Option<ForwardOut>,
-) -> Result<Runs> {
-    let mut runs = Runs { count: 0, gpu_ms: 0.0, dispatches: Vec::new() };
-    let mut add = |out: ForwardOut| -> Result<()> {
-        runs.count += 1;
-        runs.gpu_ms += gpu_ms(&out);
-        if runs.count == 1 {
-            runs.dispatches = out
+impl Runs {
+    /// Adds one run's GPU time and, profiled, its dispatches' times.
+    fn add(&mut self, out: ForwardOut) -> Result<()> {
+        self.count += 1;
+        self.gpu_ms += gpu_ms(&out);
+        if self.count == 1 {
+            self.dispatches = out
                 .profile
                 .iter()
                 .map(|(d, _)| Dispatch {
@@ -153,22 +140,36 @@ async fn repeat(
                 })
                 .collect();
         }
-        let same = out.profile.len() == runs.dispatches.len()
-            && out.profile.iter().zip(&runs.dispatches).all(|((d, _), sum)| d.kernel == sum.kernel);
+        let same = out.profile.len() == self.dispatches.len()
+            && out.profile.iter().zip(&self.dispatches).all(|((d, _), sum)| d.kernel == sum.kernel);
         if !same {
             return Err(crate::Error::Gpu("profiled runs of one phase dispatched different kernels".into()));
         }
-        for (sum, (_, ms)) in runs.dispatches.iter_mut().zip(&out.profile) {
+        for (sum, (_, ms)) in self.dispatches.iter_mut().zip(&out.profile) {
             sum.gpu_ms += ms;
         }
         Ok(())
-    };
-    if let Some(out) = first {
-        add(out)?;
     }
-    for _ in 0..more {
+}
+
+/// `count` runs of `batch` (or as many as its first run calls for: [`runs_for`]), each from the
+/// state `reset` makes, averaged. Every run dispatches the same kernels, so the dispatches
+/// average one by one.
+async fn repeat(
+    model: &mut Model,
+    batch: &[Sequence<'_>],
+    reset: impl Fn(&mut Model) -> Result<()>,
+    count: Option<usize>,
+) -> Result<Runs> {
+    let mut runs = Runs { count: 0, gpu_ms: 0.0, dispatches: Vec::new() };
+    let mut wanted = count.unwrap_or(1);
+    while runs.count < wanted {
         reset(model)?;
-        add(model.forward(batch, Readout::ARGMAX).await?)?;
+        let out = model.forward(batch, Readout::ARGMAX).await?;
+        if count.is_none() && runs.count == 0 {
+            wanted = runs_for(gpu_ms(&out));
+        }
+        runs.add(out)?;
     }
     let n = runs.count.max(1) as f64;
     runs.gpu_ms /= n;

@@ -183,9 +183,7 @@ impl Gpu {
             mapped_at_creation: false,
         })
     }
-}
 
-impl Gpu {
     /// Waits until the GPU has done all the work submitted so far, then reports any error the
     /// device raised meanwhile. In the browser some errors arrive late: a pipeline the browser's
     /// shader compiler rejects, an allocation it refuses, are reported after the call that made
