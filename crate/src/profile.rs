@@ -8,10 +8,14 @@ use serde::Serialize;
 
 use crate::bench::Micro;
 use crate::error::Result;
+use crate::gpu::DispatchTiming;
 use crate::model::{ForwardOut, Model, Readout, Sequence};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Profile {
+    /// How each dispatch was timed: "inside-passes" (natively, where the adapter can) or
+    /// "pass-per-dispatch" (browsers).
+    pub timing: DispatchTiming,
     pub phases: Vec<Phase>,
 }
 
@@ -83,6 +87,7 @@ pub fn runs_for(first_ms: f64) -> usize {
 /// same state (a prefill from an empty slot, a step from the slot holding the prompt), and the
 /// times averaged. The model's KV capacity must hold the longest length plus one.
 pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Result<Profile> {
+    let timing = model.dispatch_timing()?;
     let mut phases = Vec::new();
     let vocab = model.config().vocab_size as u32;
     for &length in lengths {
@@ -107,7 +112,7 @@ pub async fn profile(model: &mut Model, lengths: &[usize], micro: &Micro) -> Res
         phases.push(phase("decode", 1, length, plain_step, profiled_step, micro));
     }
     model.forget(0)?;
-    Ok(Profile { phases })
+    Ok(Profile { timing, phases })
 }
 
 /// GPU time of a forward (layers + head; 0 without timestamps).

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use common::*;
 use onetoken::choice::argmax;
-use onetoken::gpu::{Gpu, GpuOptions, KernelFamily, MlpInput, load_dir};
+use onetoken::gpu::{DispatchTiming, Gpu, GpuOptions, KernelFamily, MlpInput, load_dir};
 use onetoken::model::{Head, Model, ModelOptions, Positions, Readout, Sequence};
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 
@@ -216,6 +216,47 @@ fn a_truncated_slot_continues_from_where_it_was_cut() {
     let err = model.truncate(0, 14).unwrap_err().to_string();
     assert!(err.contains("holds 13 tokens, so it cannot keep 14"), "{err}");
     assert!(model.truncate(9, 0).unwrap_err().to_string().contains("KV slot 9 does not exist"));
+}
+
+/// Profile mode times every dispatch inside the call's own passes where the device can write
+/// timestamps inside a pass (natively, lavapipe included), else (as in a browser; forced here)
+/// in a pass of its own per dispatch. Either way it records the same dispatches, each timed,
+/// and changes no result.
+#[test]
+fn profile_mode_stamps_inside_the_passes_where_it_can_and_changes_no_result() {
+    let input = ids(&tiny_ref()["input_ids"]);
+    let run = |profile_pass_per_dispatch: bool| {
+        let gpu = Rc::new(Gpu::new_blocking(GpuOptions { profile_pass_per_dispatch, ..Default::default() }).unwrap());
+        let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
+        let options = ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 4 };
+        let mut model = Model::new(gpu, weights, options).unwrap();
+        let prompt = [Sequence { slot: 0, tokens: &input[..12] }];
+        let plain = block(model.prefill(&prompt, LOGITS_LAST)).unwrap();
+        assert!(plain.profile.is_empty(), "profile mode is off by default");
+        model.forget(0).unwrap();
+        model.set_profiling(true).unwrap();
+        let profiled = block(model.prefill(&prompt, LOGITS_LAST)).unwrap();
+        let step = block(model.decode(&[(0, input[12])], LOGITS_LAST)).unwrap();
+        assert_eq!(profiled.rows[0].logits, plain.rows[0].logits, "profiling changes no result");
+        (model.dispatch_timing().unwrap(), profiled, step)
+    };
+    let (inside, per_pass) = (run(false), run(true));
+    assert_eq!(inside.0, DispatchTiming::InsidePasses, "lavapipe writes timestamps inside passes");
+    assert_eq!(per_pass.0, DispatchTiming::PassPerDispatch);
+    for (a, b) in [(&inside.1, &per_pass.1), (&inside.2, &per_pass.2)] {
+        let names = |o: &onetoken::model::ForwardOut| -> Vec<_> {
+            o.profile.iter().map(|(d, _)| (d.kernel, d.layer)).collect()
+        };
+        assert_eq!(names(a), names(b), "the same dispatches either way");
+        assert!(!a.profile.is_empty());
+        for out in [a, b] {
+            assert!(out.profile.iter().all(|(_, ms)| ms.is_finite() && *ms >= 0.0));
+            let sum: f64 = out.profile.iter().map(|(_, ms)| ms).sum();
+            let layers_and_head = out.timing.gpu_ms().unwrap();
+            assert!(sum > 0.0 && (layers_and_head - sum).abs() < 1e-9 * sum, "the phase is the dispatches' sum");
+        }
+        assert_eq!(a.rows[0].logits, b.rows[0].logits);
+    }
 }
 
 /// Decode steps whose commands were encoded during the step before equal steps encoded when

@@ -103,6 +103,8 @@ test('a short benchmark fills the sweep, batch and roofline charts', async () =>
 test('bench with profile: true times every dispatch of a prefill and a decode step', async () => {
   const report = await page.evaluate(() =>
     window.onetoken.bench({ lengths: [20], batch_sizes: [1], repeats: 1, profile: true }));
+  // WebGPU has timestamps only at a pass's beginning and end.
+  assert.equal(report.profile.timing, 'pass-per-dispatch');
   const phases = report.profile.phases;
   assert.deepEqual(phases.map((p) => [p.phase, p.tokens, p.context]), [['prefill', 20, 0], ['decode', 1, 20]]);
   for (const p of phases) {

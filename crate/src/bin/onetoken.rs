@@ -477,6 +477,13 @@ fn print_report(r: &BenchReport) {
 
 /// Per phase: its GPU time, the kernels' sum and count, then each kernel's share and roofline.
 fn print_profile(p: &onetoken::profile::Profile) {
+    let timing = match p.timing {
+        onetoken::gpu::DispatchTiming::InsidePasses => {
+            "a timestamp pair around each dispatch, inside the call's passes"
+        }
+        onetoken::gpu::DispatchTiming::PassPerDispatch => "each dispatch in a timed pass of its own",
+    };
+    println!("\nprofile: {timing}");
     for phase in &p.phases {
         println!(
             "\n{} of {} tokens after {}: GPU {:.3} ms; kernels one by one {:.3} ms in {} dispatches",

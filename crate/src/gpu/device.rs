@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::gpu::dispatch::DispatchTiming;
 use crate::gpu::kernels::{Kernel, KernelKey};
 
 /// How to open the device.
@@ -17,6 +18,9 @@ pub struct GpuOptions {
     pub weight_chunk_bytes: Option<u64>,
     /// Skip GPU timestamps even where the device has them.
     pub no_timestamps: bool,
+    /// Profile mode gives each dispatch a compute pass of its own, as it must in a browser, even
+    /// where the device can write timestamps inside a pass.
+    pub profile_pass_per_dispatch: bool,
     /// Which kernel family runs the linear layers; `None`: by device type.
     pub kernels: Option<KernelFamily>,
 }
@@ -57,8 +61,9 @@ pub struct Gpu {
     pub(in crate::gpu) queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
-    /// Whether compute passes can write timestamps (`timestamp-query`).
-    pub(in crate::gpu) timestamps: bool,
+    /// How profile mode times each dispatch; `None` where compute passes cannot write
+    /// timestamps (no `timestamp-query`).
+    dispatch_timing: Option<DispatchTiming>,
     /// Largest buffer bound at once (max_storage_buffer_binding_size, within max_buffer_size).
     pub(in crate::gpu) max_binding: u64,
     /// Largest weight chunk: `max_binding`, or less when forced by [`GpuOptions`].
@@ -93,7 +98,20 @@ impl Gpu {
         let limits = adapter.limits();
         check_limits(&limits)?;
         let timestamps = !options.no_timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        let features = if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() };
+        // Natively most adapters can also write timestamps between the dispatches of a pass,
+        // so a profiled call runs in the passes of an unprofiled one; WebGPU cannot.
+        let inside = wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        let dispatch_timing =
+            timestamps.then_some(if !options.profile_pass_per_dispatch && adapter.features().contains(inside) {
+                DispatchTiming::InsidePasses
+            } else {
+                DispatchTiming::PassPerDispatch
+            });
+        let features = match dispatch_timing {
+            None => wgpu::Features::empty(),
+            Some(DispatchTiming::PassPerDispatch) => wgpu::Features::TIMESTAMP_QUERY,
+            Some(DispatchTiming::InsidePasses) => wgpu::Features::TIMESTAMP_QUERY | inside,
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("onetoken"),
@@ -117,7 +135,7 @@ impl Gpu {
             queue,
             info,
             limits,
-            timestamps,
+            dispatch_timing,
             max_binding,
             weight_chunk_bytes,
             direct_kernels: family == KernelFamily::Direct,
@@ -147,7 +165,12 @@ impl Gpu {
 
     /// Whether compute passes can write timestamps (`timestamp-query`).
     pub fn timestamps(&self) -> bool {
-        self.timestamps
+        self.dispatch_timing.is_some()
+    }
+
+    /// How profile mode times each dispatch: `None` where the device has no timestamps.
+    pub fn dispatch_timing(&self) -> Option<DispatchTiming> {
+        self.dispatch_timing
     }
 
     /// Largest buffer bound at once (max_storage_buffer_binding_size, within max_buffer_size).
@@ -203,7 +226,7 @@ impl Gpu {
             self.info.backend,
             self.info.device_type,
             self.max_binding >> 20,
-            if self.timestamps { "yes" } else { "no" },
+            if self.timestamps() { "yes" } else { "no" },
             if self.direct_kernels { "direct (CPU-like device)" } else { "tiled" }
         )
     }

@@ -1,11 +1,15 @@
 //! Where kernels are dispatched. Normally all dispatches of a phase share one compute pass. In
-//! profile mode each dispatch gets a pass of its own with a timestamp pair around it, which works
-//! on every device with `timestamp-query` (browsers included), and the dispatch is recorded with
-//! its kernel, layer and the work it must do, so its GPU time can be set beside its bytes and
-//! FLOPs. A listing encodes nothing: it only lists what would be dispatched, so that commands
-//! encoded ahead can be checked against the call that came.
+//! profile mode each dispatch is timed by a timestamp pair ([`DispatchTiming`]): natively,
+//! where the adapter can, written around it inside that same pass, so a profiled call runs the
+//! passes of an unprofiled one; else (browsers) each dispatch gets a pass of its own, timed at
+//! its beginning and end. The dispatch is recorded with its kernel, layer and the work it must
+//! do, so its GPU time can be set beside its bytes and FLOPs. A listing encodes nothing: it only
+//! lists what would be dispatched, so that commands encoded ahead can be checked against the
+//! call that came.
 
 use std::marker::PhantomData;
+
+use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Kernel, read_buffer};
@@ -25,12 +29,27 @@ pub struct DispatchRecord {
     pub work: Work,
 }
 
+/// How profile mode times each dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DispatchTiming {
+    /// A timestamp pair around each dispatch, inside the passes an unprofiled call runs
+    /// (`TIMESTAMP_QUERY_INSIDE_PASSES`, natively where the adapter has it). A pair's first
+    /// stamp waits for the dispatches before it, so it also counts the barrier and launch of its
+    /// own, and the pairs add up to nearly the whole pass.
+    InsidePasses,
+    /// Each dispatch in a compute pass of its own, stamped at the pass's beginning and end: all
+    /// that WebGPU allows. Each pass may carry a fixed cost of its own (lavapipe's do).
+    PassPerDispatch,
+}
+
 /// Timestamp pairs the profiler holds: WebGPU allows 4,096 queries in one set.
 const MAX_TIMED: usize = 2048;
 
 /// Per-dispatch GPU times for profile mode: a query set, its resolve and staging buffers, and the
 /// dispatches recorded since [`Profiler::clear`].
 pub struct Profiler {
+    timing: DispatchTiming,
     set: wgpu::QuerySet,
     resolve: wgpu::Buffer,
     staging: wgpu::Buffer,
@@ -38,10 +57,12 @@ pub struct Profiler {
 }
 
 impl Profiler {
-    /// `None` where the device cannot time passes (no `timestamp-query`).
-    pub fn new(gpu: &Gpu) -> Option<Self> {
+    /// A profiler that times dispatches as `timing` says (one the device has:
+    /// [`Gpu::dispatch_timing`]).
+    pub fn new(gpu: &Gpu, timing: DispatchTiming) -> Self {
         let bytes = 16 * MAX_TIMED as u64;
-        gpu.timestamps.then(|| Self {
+        Self {
+            timing,
             set: gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("profiler"),
                 ty: wgpu::QueryType::Timestamp,
@@ -55,7 +76,20 @@ impl Profiler {
             }),
             staging: gpu.staging("profiler", bytes),
             records: Vec::new(),
-        })
+        }
+    }
+
+    /// How this profiler times each dispatch.
+    pub fn timing(&self) -> DispatchTiming {
+        self.timing
+    }
+
+    /// Records a dispatch; returns the index of its timestamp pair, `None` past the query set's
+    /// size (the dispatch still runs, untimed; `read` says so).
+    fn record(&mut self, kernel: &'static str, layer: Option<usize>, work: Work) -> Option<u32> {
+        let i = self.records.len();
+        self.records.push(DispatchRecord { kernel, layer, work });
+        (i < MAX_TIMED).then_some(i as u32)
     }
 
     pub fn clear(&mut self) {
@@ -111,8 +145,9 @@ pub struct Listed {
     grid: (u32, u32, u32),
 }
 
-/// Encodes dispatches into one compute pass, or (profile mode) each into a timed pass of its own,
-/// or only lists them.
+/// Encodes dispatches into one compute pass (in profile mode with a timestamp pair around each),
+/// or (profile mode, where timestamps inside passes are not to be had) each into a timed pass
+/// of its own, or only lists them.
 pub struct Dispatcher<'a> {
     mode: Mode<'a>,
     layer: Option<usize>,
@@ -121,7 +156,10 @@ pub struct Dispatcher<'a> {
 enum Mode<'a> {
     /// The pass borrows the encoder: its lifetime is forgotten, so the borrow is held here.
     Shared(Box<wgpu::ComputePass<'static>>, PhantomData<&'a mut wgpu::CommandEncoder>),
-    Profiled(&'a mut wgpu::CommandEncoder, &'a mut Profiler),
+    /// One pass, a timestamp pair written inside it around each dispatch.
+    Stamped(Box<wgpu::ComputePass<'static>>, &'a mut Profiler, PhantomData<&'a mut wgpu::CommandEncoder>),
+    /// A timed pass per dispatch.
+    PassPerDispatch(&'a mut wgpu::CommandEncoder, &'a mut Profiler),
     Listing(&'a mut Vec<Listed>),
     Checking(&'a [Listed], &'a mut ListingCheck),
 }
@@ -152,15 +190,19 @@ impl<'a> Dispatcher<'a> {
         label: &str,
         timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
     ) -> Self {
-        let pass = encoder
-            .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes })
-            .forget_lifetime();
-        Self { mode: Mode::Shared(Box::new(pass), PhantomData), layer: None }
+        Self { mode: Mode::Shared(Box::new(begin_pass(encoder, label, timestamp_writes)), PhantomData), layer: None }
     }
 
-    /// Each dispatch timed in a pass of its own and recorded in `profiler`.
-    pub fn profiled(encoder: &'a mut wgpu::CommandEncoder, profiler: &'a mut Profiler) -> Self {
-        Self { mode: Mode::Profiled(encoder, profiler), layer: None }
+    /// Each dispatch timed as `profiler`'s [`DispatchTiming`] says (inside one pass named
+    /// `label`, or in a pass of its own) and recorded in it.
+    pub fn profiled(encoder: &'a mut wgpu::CommandEncoder, label: &str, profiler: &'a mut Profiler) -> Self {
+        let mode = match profiler.timing {
+            DispatchTiming::InsidePasses => {
+                Mode::Stamped(Box::new(begin_pass(encoder, label, None)), profiler, PhantomData)
+            }
+            DispatchTiming::PassPerDispatch => Mode::PassPerDispatch(encoder, profiler),
+        };
+        Self { mode, layer: None }
     }
 
     /// Nothing encoded: each dispatch appended to `listing`.
@@ -200,18 +242,33 @@ impl<'a> Dispatcher<'a> {
                     next.is_some_and(|e| e.grid == grid && e.pipeline == kernel.pipeline && e.group == *group);
                 check.at += 1;
             }
-            Mode::Profiled(encoder, profiler) => {
-                let i = profiler.records.len() as u32;
-                profiler.records.push(DispatchRecord { kernel: kernel.name, layer: self.layer, work });
-                // Past the query set's size the dispatch still runs, untimed; `read` says so.
-                let timestamp_writes = (i < MAX_TIMED as u32).then(|| wgpu::ComputePassTimestampWrites {
-                    query_set: &profiler.set,
-                    beginning_of_pass_write_index: Some(2 * i),
-                    end_of_pass_write_index: Some(2 * i + 1),
-                });
-                let desc = wgpu::ComputePassDescriptor { label: Some(kernel.name), timestamp_writes };
-                encode(&mut encoder.begin_compute_pass(&desc));
+            Mode::Stamped(pass, profiler, _) => match profiler.record(kernel.name, self.layer, work) {
+                Some(i) => {
+                    pass.write_timestamp(&profiler.set, 2 * i);
+                    encode(pass);
+                    pass.write_timestamp(&profiler.set, 2 * i + 1);
+                }
+                None => encode(pass),
+            },
+            Mode::PassPerDispatch(encoder, profiler) => {
+                let timestamp_writes =
+                    profiler.record(kernel.name, self.layer, work).map(|i| wgpu::ComputePassTimestampWrites {
+                        query_set: &profiler.set,
+                        beginning_of_pass_write_index: Some(2 * i),
+                        end_of_pass_write_index: Some(2 * i + 1),
+                    });
+                encode(&mut begin_pass(encoder, kernel.name, timestamp_writes));
             }
         }
     }
+}
+
+/// A compute pass named `label`, with these timestamp writes (or none), that no longer borrows
+/// `encoder` (the caller holds that borrow for as long as the pass lives).
+fn begin_pass(
+    encoder: &mut wgpu::CommandEncoder,
+    label: &str,
+    timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
+) -> wgpu::ComputePass<'static> {
+    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes }).forget_lifetime()
 }

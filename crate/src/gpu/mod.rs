@@ -11,7 +11,7 @@ mod weights;
 
 pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions, KernelFamily};
-pub use dispatch::{DispatchRecord, Dispatcher, Listed, ListingCheck, Profiler, Work};
+pub use dispatch::{DispatchRecord, DispatchTiming, Dispatcher, Listed, ListingCheck, Profiler, Work};
 pub use kernels::{BLOCK_QUANTS, Binding, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
 pub use timer::PassTimer;
 pub(crate) use weights::Tensor;

@@ -13,7 +13,7 @@ pub struct PassTimer {
 impl PassTimer {
     /// A timer for `passes` passes; `None` where the device cannot time them.
     pub fn new(gpu: &Gpu, passes: u32) -> Option<Self> {
-        gpu.timestamps.then(|| Self {
+        gpu.timestamps().then(|| Self {
             set: gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("pass timer"),
                 ty: wgpu::QueryType::Timestamp,

@@ -26,7 +26,9 @@ pub use readout::{ForwardOut, ForwardTiming, Head, Positions, Readout, RowOut};
 use crate::clock::now_ms;
 use crate::config::Qwen2Config;
 use crate::error::{Error, Result};
-use crate::gpu::{DispatchRecord, Dispatcher, Gpu, GpuWeights, Listed, Profiler, read_buffer, read_buffer_timed};
+use crate::gpu::{
+    DispatchRecord, DispatchTiming, Dispatcher, Gpu, GpuWeights, Listed, Profiler, read_buffer, read_buffer_timed,
+};
 use graph::Graph;
 use kv_cache::KvCache;
 use plan::Plan;
@@ -213,19 +215,24 @@ impl Model {
         self.kv.copy_prefix(&self.gpu, from, to, len)
     }
 
-    /// Profile mode: every later forward times each dispatch on its own (one compute pass
-    /// each) and returns them in [`ForwardOut::profile`]. Off by default, and free when off.
-    /// Needs `timestamp-query`.
+    /// Profile mode: every later forward times each dispatch on its own (as
+    /// [`Gpu::dispatch_timing`] says) and returns them in [`ForwardOut::profile`]. Off by
+    /// default, and free when off. Needs `timestamp-query`.
     pub fn set_profiling(&mut self, on: bool) -> Result<()> {
         self.ahead = None;
         self.profiler = match (on, self.profiler.take()) {
             (false, _) => None,
             (true, Some(p)) => Some(p),
-            (true, None) => Some(Profiler::new(&self.gpu).ok_or_else(|| {
-                Error::Gpu("profiling needs GPU timestamps (timestamp-query), which this device lacks".into())
-            })?),
+            (true, None) => Some(Profiler::new(&self.gpu, self.dispatch_timing()?)),
         };
         Ok(())
+    }
+
+    /// How profile mode times each dispatch on this device; an error where it cannot.
+    pub fn dispatch_timing(&self) -> Result<DispatchTiming> {
+        self.gpu.dispatch_timing().ok_or_else(|| {
+            Error::Gpu("profiling needs GPU timestamps (timestamp-query), which this device lacks".into())
+        })
     }
 
     /// Prefill: runs token sequences (of any lengths) through the model in one pass.
@@ -354,16 +361,16 @@ impl Model {
         (encoder, layers_end)
     }
 
-    /// Encodes the layers and the head: in two timed passes, or in profile mode one pass per
-    /// dispatch. Returns how many profiled dispatches belong to the layers (0 unprofiled).
+    /// Encodes the layers and the head: in two timed passes, or in profile mode with each
+    /// dispatch timed. Returns how many profiled dispatches belong to the layers (0 unprofiled).
     fn encode(&mut self, encoder: &mut wgpu::CommandEncoder, plan: &Plan) -> usize {
         let graph = &self.graph;
         match self.profiler.as_mut() {
             Some(profiler) => {
                 profiler.clear();
-                graph.encode_layers(&mut Dispatcher::profiled(encoder, profiler), plan);
+                graph.encode_layers(&mut Dispatcher::profiled(encoder, "layers", profiler), plan);
                 let layers_end = profiler.len();
-                graph.encode_head(&mut Dispatcher::profiled(encoder, profiler), plan);
+                graph.encode_head(&mut Dispatcher::profiled(encoder, "head", profiler), plan);
                 profiler.resolve(encoder);
                 layers_end
             }
