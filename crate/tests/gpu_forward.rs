@@ -179,6 +179,26 @@ fn bad_batches_are_refused_before_any_work() {
     assert!(model.forget(7).is_err() && model.share_prefix(0, 9, 0).is_err());
 }
 
+/// Sizes whose kernels would need more workgroups along one grid dimension than the device
+/// dispatches (a workgroup per token, read-out row or choice id) are refused when the model is
+/// set up, not when a dispatch fails validation.
+#[test]
+fn model_sizes_past_the_device_grid_are_refused_at_set_up() {
+    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
+    let weights = Rc::new(load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap());
+    let grid = gpu.limits().max_compute_workgroups_per_dimension as usize;
+    let fits = ModelOptions { max_tokens: grid, kv_slots: 1, kv_capacity: 16, max_rows: 1, max_choice_ids: 1 };
+    assert!(Model::new(gpu.clone(), weights.clone(), fits).is_ok());
+    for too_many in [
+        ModelOptions { max_tokens: grid + 1, ..fits },
+        ModelOptions { max_rows: grid + 1, max_tokens: 16, ..fits },
+        ModelOptions { max_choice_ids: grid + 1, max_tokens: 16, ..fits },
+    ] {
+        let err = Model::new(gpu.clone(), weights.clone(), too_many).err().unwrap().to_string();
+        assert!(err.contains("max_compute_workgroups_per_dimension"), "{err}");
+    }
+}
+
 #[test]
 fn shared_prefix_copy_then_continue_equals_a_full_prefill() {
     let r = tiny_ref();

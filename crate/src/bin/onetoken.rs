@@ -486,8 +486,15 @@ fn print_profile(p: &onetoken::profile::Profile) {
     println!("\nprofile: {timing}");
     for phase in &p.phases {
         println!(
-            "\n{} of {} tokens after {}: GPU {:.3} ms; kernels one by one {:.3} ms in {} dispatches",
-            phase.phase, phase.tokens, phase.context, phase.gpu_ms, phase.kernels_ms, phase.dispatch_count
+            "\n{} of {} tokens after {}: GPU {:.3} ms; kernels one by one {:.3} ms ({:.0}% of it) in {} dispatches, mean of {} runs",
+            phase.phase,
+            phase.tokens,
+            phase.context,
+            phase.gpu_ms,
+            phase.kernels_ms,
+            100.0 * phase.kernels_ms / phase.gpu_ms,
+            phase.dispatch_count,
+            phase.runs
         );
         println!(
             "{:>18} {:>6} {:>10} {:>9} {:>9} {:>7} {:>7}",

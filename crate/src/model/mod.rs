@@ -119,6 +119,17 @@ impl Model {
         if o.max_tokens == 0 || o.max_rows == 0 || o.max_choice_ids == 0 {
             return Err(Error::Input("model options must all be positive".into()));
         }
+        // Kernels run a workgroup (or a grid row) per token, read-out row or choice id.
+        let grid = gpu.limits().max_compute_workgroups_per_dimension as usize;
+        for (what, n) in [("max_tokens", o.max_tokens), ("max_rows", o.max_rows), ("max_choice_ids", o.max_choice_ids)]
+        {
+            if n > grid {
+                return Err(Error::Input(format!(
+                    "{what} {n} is more than this device dispatches along one grid dimension \
+                     (max_compute_workgroups_per_dimension {grid}): use at most {grid}"
+                )));
+            }
+        }
         let kv = KvCache::new(&gpu, weights.config(), o.kv_slots, o.kv_capacity)?;
         let graph = Graph::new(&gpu, &weights, &kv, &o)?;
         gpu.check()?;
