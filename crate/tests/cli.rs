@@ -155,6 +155,17 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             assert!(l["gpu_ms"].as_f64().unwrap() > 0.0 && l["gbps"].as_f64().unwrap() > 0.0, "{l}");
             let fraction = l["gbps"].as_f64().unwrap() / report["micro"]["copy_gbps"].as_f64().unwrap();
             assert!((l["copy_fraction"].as_f64().unwrap() - fraction).abs() < 1e-9);
+            // matvec's pick for this K (64 lanes a row from K = 2,048), and its other shape
+            // timed beside it; linear_direct has neither.
+            if kernels == "tiled" {
+                let picked = if l["k"] == 4864 { 64 } else { 32 };
+                assert_eq!(l["lanes"], picked, "{l}");
+                let other = &l["other_shape"];
+                assert_eq!(other["lanes"], 96 - picked, "{l}");
+                assert!(other["gpu_ms"].as_f64().unwrap() > 0.0 && other["copy_fraction"].as_f64().unwrap() > 0.0);
+            } else {
+                assert!(l["lanes"].is_null() && l["other_shape"].is_null(), "{l}");
+            }
         }
         // The prefill kernel alone at the same shapes and 128 token rows: on GPUs down_proj's
         // long K also runs split (8 parts of 608), the other two never.

@@ -181,6 +181,47 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
     }
 }
 
+/// matvec in either workgroup shape, whatever K (the decode microbenchmark times both): at odd
+/// sizes, at short and long rows, in blocks of 8 token rows, bias and accumulate, a float and a
+/// quantized format. The shape the layer would pick is asked for too, and the direct family
+/// runs no matvec at all.
+#[test]
+fn matvec_in_either_workgroup_shape_matches_reference() {
+    let gpu = family_gpu(KernelFamily::Tiled, None);
+    for (i, &(m, k, n)) in [(1, 72, 33), (1, 96, 5), (9, 896, 37), (3, 4864, 67)].iter().enumerate() {
+        // Quantized rows are whole blocks of 32.
+        for format in formats_for(k, false).filter(|&f| f == BF16 || f == WeightFormat::Quant(Quant::Q8_0)) {
+            for lanes in ops::MATVEC_LANES {
+                let LinearCase { x, w, b, y0, want } = linear_case(100 + i as u64, (m, k, n), format, true, true);
+                let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), format, &w).unwrap();
+                let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
+                let t = tokens(&gpu, m);
+                let io = || ops::LinearBuffers {
+                    tokens: &t,
+                    x: &xb,
+                    bias: Some(&bb),
+                    y: &yb,
+                    out_cols: n,
+                    first_col: 0,
+                    partials: None,
+                };
+                let picked = ops::Linear::new(&gpu, &wm, io(), ops::Store::Accumulate).matvec_lanes();
+                assert_eq!(picked, Some(if k >= 2048 { 64 } else { 32 }), "K={k}");
+                let op = ops::Linear::with_matvec_lanes(&gpu, &wm, io(), ops::Store::Accumulate, lanes).unwrap();
+                assert_eq!(op.matvec_lanes(), Some(lanes));
+                run(&gpu, |p| op.encode(p, m as u32));
+                let what = format!("matvec {lanes} lanes M={m} K={k} N={n} {}", format.name());
+                assert_close(&read(&gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
+            }
+        }
+    }
+    let direct = family_gpu(KernelFamily::Direct, None);
+    let wm = PackedMatrix::from_f32(&direct, "w", (8, 64), BF16, &[0.0; 512]).unwrap();
+    let (t, x, y) = (tokens(&direct, 1), direct.storage("x", 256), direct.storage("y", 32));
+    let io = ops::LinearBuffers { tokens: &t, x: &x, bias: None, y: &y, out_cols: 8, first_col: 0, partials: None };
+    assert!(ops::Linear::with_matvec_lanes(&direct, &wm, io, ops::Store::Overwrite, 32).is_none());
+}
+
 #[test]
 fn linear_over_split_weights_equals_unsplit() {
     // A binding limit of 4 KiB splits a [300, 96] bf16 matrix (192 B rows) into 15 chunks. The

@@ -3,15 +3,15 @@
 //! without split-K where the layer splits), and a prefill's attention by each kernel that can
 //! run it, each timed over repeats in one submit.
 
-use super::{AttentionMicro, AttentionPathMicro, LinearMicro, Micro, PrefillLinearMicro, SplitMicro};
+use super::{AttentionMicro, AttentionPathMicro, LinearMicro, MatvecShapeMicro, Micro, PrefillLinearMicro, SplitMicro};
 use crate::clock::now_ms;
 use crate::config::{Qwen2Config, rope_inv_freq};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::Binding::*;
 use crate::gpu::{Dispatcher, Gpu, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
 use crate::ops::{
-    AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, Linear, LinearBuffers, SplitPartials,
-    Store, fill_synthetic, workgroup,
+    AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, Linear, LinearBuffers, MATVEC_LANES,
+    SplitPartials, Store, fill_synthetic, workgroup,
 };
 use crate::quant::WeightFormat;
 use crate::weights::Dtype;
@@ -217,13 +217,27 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
     let (x, y) = (gpu.storage("bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
     let tokens = gpu.uniform("bench tokens", &[1u32, 0, 0, 0]);
     let io = || LinearBuffers { tokens: &tokens, x: &x, bias: None, y: &y, out_cols: n, first_col: 0, partials: None };
-    let layers: Vec<Linear> = weights.iter().map(|w| Linear::new(gpu, w, io(), Store::Overwrite)).collect();
-    let run = |p: &mut Dispatcher| layers.iter().for_each(|l| l.encode(p, 1));
-    time_kernel(gpu, 1, run).await?; // warm-up
-    let (ms, _) = time_kernel(gpu, 2, run).await?;
-    let ms = ms / count as f64;
     let bytes = weights[0].bytes() + 4 * (k + n) as u64;
+    // ms per layer and GB/s of `layers`, one dispatch each, after a warm-up.
+    let time = |layers: Vec<Linear>| async move {
+        let run = |p: &mut Dispatcher| layers.iter().for_each(|l| l.encode(p, 1));
+        time_kernel(gpu, 1, run).await?;
+        let ms = time_kernel(gpu, 2, run).await?.0 / count as f64;
+        Ok::<_, crate::Error>((ms, bytes as f64 / (ms * 1e6)))
+    };
+    let layers: Vec<Linear> = weights.iter().map(|w| Linear::new(gpu, w, io(), Store::Overwrite)).collect();
+    let (kernel, lanes) = (layers[0].kernel_name(1), layers[0].matvec_lanes());
+    let (gpu_ms, gbps) = time(layers).await?;
+    let other_shape = match lanes.and_then(|picked| MATVEC_LANES.into_iter().find(|&l| l != picked)) {
+        Some(other) => {
+            let layers = weights.iter().map(|w| Linear::with_matvec_lanes(gpu, w, io(), Store::Overwrite, other));
+            let layers =
+                layers.collect::<Option<_>>().ok_or_else(|| Error::Gpu(format!("no matvec {other} lanes wide")))?;
+            let (gpu_ms, gbps) = time(layers).await?;
+            Some(MatvecShapeMicro { lanes: other, gpu_ms, gbps, copy_fraction: gbps / copy_gbps })
+        }
+        None => None,
+    };
     weights.iter().for_each(PackedMatrix::destroy);
-    let gbps = bytes as f64 / (ms * 1e6);
-    Ok(LinearMicro { k, n, kernel: layers[0].kernel_name(1), gpu_ms: ms, gbps, copy_fraction: gbps / copy_gbps })
+    Ok(LinearMicro { k, n, kernel, gpu_ms, gbps, copy_fraction: gbps / copy_gbps, lanes, other_shape })
 }

@@ -173,6 +173,21 @@ pub struct LinearMicro {
     /// Weight and activation bytes moved per second, GB/s, and as a fraction of copy bandwidth.
     pub gbps: f64,
     pub copy_fraction: f64,
+    /// matvec's lanes per weight row, the shape the engine picks for this K (`None`:
+    /// linear_direct).
+    pub lanes: Option<u32>,
+    /// The same layer in matvec's other workgroup shape ([`crate::ops::MATVEC_LANES`]), timed
+    /// in this run, so a GPU's run says whether the pick suits it (`None`: linear_direct).
+    pub other_shape: Option<MatvecShapeMicro>,
+}
+
+/// [`LinearMicro`]'s layer in another matvec workgroup shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct MatvecShapeMicro {
+    pub lanes: u32,
+    pub gpu_ms: f64,
+    pub gbps: f64,
+    pub copy_fraction: f64,
 }
 
 /// One strategy at one prompt length (medians over repeats).

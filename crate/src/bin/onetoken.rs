@@ -366,8 +366,18 @@ fn print_report(r: &BenchReport) {
     );
     println!("micro: copy {:.1} GB/s, FMA {:.1} GFLOP/s", r.micro.copy_gbps, r.micro.fma_gflops);
     for l in &r.micro.linear {
+        let shapes = match (l.lanes, &l.other_shape) {
+            (Some(lanes), Some(o)) => format!(
+                " ({lanes} lanes a row; {} lanes: {:.3} ms, {:.0}% of copy, {:.2}x the time)",
+                o.lanes,
+                o.gpu_ms,
+                100.0 * o.copy_fraction,
+                o.gpu_ms / l.gpu_ms
+            ),
+            _ => String::new(),
+        };
         println!(
-            "micro: {} of 1 x {} by bf16 [{}, {}]: {:.3} ms, {:.1} GB/s = {:.0}% of copy",
+            "micro: {} of 1 x {} by bf16 [{}, {}]: {:.3} ms, {:.1} GB/s = {:.0}% of copy{shapes}",
             l.kernel,
             l.k,
             l.n,

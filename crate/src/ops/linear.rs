@@ -102,23 +102,38 @@ const MATVEC_WIDE: MatvecShape = MatvecShape { lanes: 64, rows: 4 };
 const MATVEC_WIDE_K: usize = 2048;
 const _: () = assert!(MATVEC_NARROW.lanes * MATVEC_NARROW.rows == 256 && MATVEC_WIDE.lanes * MATVEC_WIDE.rows == 256);
 
-/// matvec built for one layer, and the weight rows each of its workgroups takes.
+/// matvec's workgroup shapes by their lanes per weight row: 32 (8 rows) and 64 (4 rows). The
+/// decode microbenchmark times a layer at each, so a GPU's run says which suits it.
+pub const MATVEC_LANES: [u32; 2] = [MATVEC_NARROW.lanes, MATVEC_WIDE.lanes];
+
+impl MatvecShape {
+    /// The shape a layer of K = `k` runs (`norm`: with a folded norm, which needs 8 rows).
+    fn for_layer(k: usize, norm: bool) -> Self {
+        if !norm && k >= MATVEC_WIDE_K { MATVEC_WIDE } else { MATVEC_NARROW }
+    }
+
+    /// The shape `lanes` wide, one of [`MATVEC_LANES`].
+    fn of_lanes(lanes: u32) -> Option<Self> {
+        [MATVEC_NARROW, MATVEC_WIDE].into_iter().find(|s| s.lanes == lanes)
+    }
+}
+
+/// matvec built for one layer, and its workgroup's shape.
 struct Matvec {
     kernel: Rc<Kernel>,
-    rows: u32,
+    shape: MatvecShape,
 }
 
 impl Matvec {
-    /// matvec for K = `k` with these constants; `norm`: with a folded norm (8 rows).
-    fn new(gpu: &Gpu, k: usize, norm: bool, constants: &[(&'static str, f64)]) -> Self {
-        let shape = if !norm && k >= MATVEC_WIDE_K { MATVEC_WIDE } else { MATVEC_NARROW };
+    /// matvec in workgroups of `shape` with these constants.
+    fn new(gpu: &Gpu, shape: MatvecShape, constants: &[(&'static str, f64)]) -> Self {
         let sizes = [("LANES", f64::from(shape.lanes)), ("ROWS", f64::from(shape.rows))];
-        Self { kernel: gpu.kernel(&MATVEC, &[constants, &sizes[..]].concat()), rows: shape.rows }
+        Self { kernel: gpu.kernel(&MATVEC, &[constants, &sizes[..]].concat()), shape }
     }
 
     /// The grid for a chunk of `rows` weight rows.
     fn grid(&self, rows: usize) -> (u32, u32, u32) {
-        let (x, y) = grid_2d(div_up(rows, self.rows as usize));
+        let (x, y) = grid_2d(div_up(rows, self.shape.rows as usize));
         (x, y, 1)
     }
 }
@@ -246,7 +261,25 @@ pub struct Linear {
 
 impl Linear {
     pub fn new(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store) -> Self {
-        Self::build(gpu, w, io, store, None, false)
+        Self::build(gpu, w, io, store, None, false, None)
+    }
+
+    /// [`Linear::new`] whose matvec runs in workgroups `lanes` wide (one of [`MATVEC_LANES`])
+    /// whatever K, for the decode microbenchmark to set the shapes beside each other. `None`
+    /// where there is no such shape or the layer runs no matvec (CPU-like devices, K not a
+    /// multiple of 8).
+    pub fn with_matvec_lanes(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, lanes: u32) -> Option<Self> {
+        let shape = MatvecShape::of_lanes(lanes)?;
+        let layer = Self::build(gpu, w, io, store, None, false, Some(shape));
+        layer.matvec_lanes().is_some().then_some(layer)
+    }
+
+    /// Lanes per weight row of the layer's matvec (`None`: it runs none).
+    pub fn matvec_lanes(&self) -> Option<u32> {
+        match &self.kernels {
+            Kernels::Tiled { matvec: Some(m), .. } | Kernels::Folded { matvec: m } => Some(m.shape.lanes),
+            _ => None,
+        }
     }
 
     /// The layer applied to `fold`(x): matvec applies the operation (an RMSNorm, or SwiGLU) to
@@ -255,7 +288,7 @@ impl Linear {
     /// exact for any). `None` where matvec cannot run the layer: CPU-like devices, K not a
     /// multiple of 8.
     pub fn folded(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, fold: Fold) -> Option<Self> {
-        Self::can_fold(gpu, w).then(|| Self::build(gpu, w, io, store, Some(fold), false))
+        Self::can_fold(gpu, w).then(|| Self::build(gpu, w, io, store, Some(fold), false, None))
     }
 
     /// The MLP's first half as one layer: `w` holds gate_proj's rows, then up_proj's (the same
@@ -266,7 +299,7 @@ impl Linear {
     /// bindings (see [`Linear::pairs_rows`]), and with `fold` where it cannot fold.
     pub fn swiglu(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, fold: Option<Fold>) -> Option<Self> {
         let foldable = fold.is_none() || Self::can_fold(gpu, w);
-        (Self::pairs_rows(gpu, w) && foldable).then(|| Self::build(gpu, w, io, Store::Overwrite, fold, true))
+        (Self::pairs_rows(gpu, w) && foldable).then(|| Self::build(gpu, w, io, Store::Overwrite, fold, true, None))
     }
 
     /// Whether [`Linear::swiglu`] can run a gate and up pair as `w`: the GPU family's kernels
@@ -280,7 +313,16 @@ impl Linear {
         !gpu.direct_kernels() && w.cols().is_multiple_of(8)
     }
 
-    fn build(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, fold: Option<Fold>, swiglu: bool) -> Self {
+    /// The layer; `matvec`: its matvec's workgroup shape, else the one for its K.
+    fn build(
+        gpu: &Gpu,
+        w: &PackedMatrix,
+        io: LinearBuffers,
+        store: Store,
+        fold: Option<Fold>,
+        swiglu: bool,
+        matvec: Option<MatvecShape>,
+    ) -> Self {
         let accumulate = store == Store::Accumulate;
         let flag = |name, on: bool| (name, f64::from(u8::from(on)));
         let constants = [
@@ -303,7 +345,8 @@ impl Linear {
         let parts = (k / SPLIT_MIN_K).min(MAX_SPLITS) as u32;
         let kernels = if let Some(switch) = switch {
             let norm = matches!(fold, Some(Fold::Norm { .. }));
-            Kernels::Folded { matvec: Matvec::new(gpu, k, norm, &with(&[(switch, 1.0)])) }
+            let shape = matvec.unwrap_or(MatvecShape::for_layer(k, norm));
+            Kernels::Folded { matvec: Matvec::new(gpu, shape, &with(&[(switch, 1.0)])) }
         } else if gpu.direct_kernels() {
             let (spec, blocks, sized_n) = direct_kernel(gpu);
             let direct = |b: DirectBlock| {
@@ -318,7 +361,9 @@ impl Linear {
                 matmul_32: gpu.kernel(&MATMUL, &with(&[("TILE", 32.0)])),
                 // matvec reads 16 bytes at a time: 8 values of a 16-bit row, 4 of an f32 one, 16
                 // or 32 quantized ones (rows of whole blocks, 16-byte aligned).
-                matvec: k.is_multiple_of(8).then(|| Matvec::new(gpu, k, false, &constants)),
+                matvec: k
+                    .is_multiple_of(8)
+                    .then(|| Matvec::new(gpu, matvec.unwrap_or(MatvecShape::for_layer(k, false)), &constants)),
                 // Split-K needs the whole dot product of nothing but x (no fold here; no pairs)
                 // and K long enough for two parts.
                 split: (!swiglu && parts > 1 && io.partials.is_some()).then(|| SplitKernels {

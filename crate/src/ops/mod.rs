@@ -13,7 +13,7 @@ pub use attention::{
     ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
     NewKeysValues, kv_copy,
 };
-pub use linear::{Fold, Linear, LinearBuffers, MATVEC_MAX_ROWS, SplitPartials, Store};
+pub use linear::{Fold, Linear, LinearBuffers, MATVEC_LANES, MATVEC_MAX_ROWS, SplitPartials, Store};
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK};
 pub use synthetic::{fill_synthetic, synthetic_weights};
 
