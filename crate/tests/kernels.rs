@@ -140,6 +140,7 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
         (3, 72, 33),     // and matvec's
         (1, 4864, 896),  // matvec 64 lanes wide (K >= 2,048 without a folded norm): down_proj
         (9, 2048, 37),   // and at odd N, 8 + 1 token rows
+        (1, 8960, 1536), // Qwen2.5-1.5B's down_proj in a decode step
     ];
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for format in FORMATS {
