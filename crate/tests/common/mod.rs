@@ -3,9 +3,12 @@
 
 use std::path::PathBuf;
 
-/// A test fixture folder under `crate/tests/fixtures`.
+/// A test fixture folder under `crate/tests/fixtures`, or under `ONETOKEN_TEST_FIXTURES` where
+/// that is set (test executables run on another machine: scripts/gpu-bench.sh).
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    let fixtures = std::env::var_os("ONETOKEN_TEST_FIXTURES")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"), PathBuf::from);
+    fixtures.join(name)
 }
 
 /// HF transformers' reference outputs for the tiny model (see fixtures/README.md).
