@@ -210,7 +210,7 @@ pub struct Point {
 
 /// Decode steps of strategy A at one length, with each step's commands encoded during the step
 /// before (the default: [`crate::model::Model::forward`]) and encoded when the step is asked
-/// for, in one run. Medians per step, wall time.
+/// for, runs of the two in turn. Medians per step over the runs, wall time.
 #[derive(Debug, Clone, Serialize)]
 pub struct EncodeAhead {
     pub prompt_tokens: usize,
@@ -218,6 +218,8 @@ pub struct EncodeAhead {
     /// none when asked for).
     pub decode_steps: usize,
     pub steps_encoded_ahead: usize,
+    /// Runs of each kind, in turn.
+    pub runs: usize,
     pub decode_ms: f64,
     pub decode_ms_on_demand: f64,
     /// The part of a step before the GPU could start.
@@ -326,8 +328,8 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let warm = request_of_length(engine, 32)?;
     engine.judge(&warm, Strategy::TokenByToken, 0).await?;
     let sweep = sweep(engine, options, progress).await?;
-    let encode_ahead = match sweep.rows.first() {
-        Some(row) => Some(encode_ahead(engine, row, options.repeats, progress).await?),
+    let encode_ahead = match options.lengths.first() {
+        Some(&length) => Some(encode_ahead(engine, length, options.repeats, progress).await?),
         None => None,
     };
     let (batch, batch_skipped) = batches(engine, options, progress).await?;
@@ -408,31 +410,43 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
     Ok(Sweep { rows, decode_ms, cost_model })
 }
 
-/// A's decode steps at `row`'s length again, each encoded only when it is asked for, beside
-/// the sweep's (encoded ahead).
+/// A's decode steps at `length`, `repeats` runs with each step's commands encoded ahead and as
+/// many with them encoded when asked for, in turn: interleaved, so that a device whose speed
+/// drifts over the run (a CPU device's host, a GPU's clocks) weighs on both alike.
 async fn encode_ahead(
     engine: &mut Engine,
-    row: &SweepRow,
+    length: usize,
     repeats: usize,
     progress: &mut dyn FnMut(&str),
 ) -> Result<EncodeAhead> {
-    progress(&format!("prompt of {} tokens: A, each step encoded when asked for", row.length));
-    let req = request_of_length(engine, row.length)?;
-    engine.model_mut().set_encoding_ahead(false);
-    let on_demand = median_run(engine, &req, Strategy::TokenByToken, repeats).await;
-    engine.model_mut().set_encoding_ahead(true);
-    let on_demand = on_demand?;
-    if on_demand.decode_steps_encoded_ahead > 0 {
+    progress(&format!("prompt of {length} tokens: A, its steps encoded ahead and when asked for, in turn"));
+    let req = request_of_length(engine, length)?;
+    let (mut ahead, mut on_demand) = (Vec::new(), Vec::new());
+    for _ in 0..repeats.max(1) {
+        for (on, runs) in [(true, &mut ahead), (false, &mut on_demand)] {
+            engine.model_mut().set_encoding_ahead(on);
+            let run = engine.judge(&req, Strategy::TokenByToken, 0).await;
+            engine.model_mut().set_encoding_ahead(true);
+            runs.push(run?);
+        }
+    }
+    if on_demand.iter().any(|j| j.decode_steps_encoded_ahead > 0) {
         return Err(crate::Error::Gpu("decode steps ran commands encoded ahead with encoding ahead off".into()));
     }
+    // The median step over all runs of a kind: wall time, and the part before the GPU started.
+    let median_of = |steps: &mut dyn Iterator<Item = &Vec<f64>>| median(&steps.flatten().copied().collect::<Vec<_>>());
+    let wall = |runs: &[Judgment]| median_of(&mut runs.iter().map(|j| &j.timings_ms.decode));
+    let encode = |runs: &[Judgment]| median_of(&mut runs.iter().map(|j| &j.encode_timings_ms.decode));
+    let first = &ahead[0];
     Ok(EncodeAhead {
-        prompt_tokens: row.a.prompt_tokens,
-        decode_steps: row.a.decode_steps,
-        steps_encoded_ahead: row.a.steps_encoded_ahead,
-        decode_ms: median(&row.a.decode_ms),
-        decode_ms_on_demand: median(&on_demand.timings_ms.decode),
-        encode_ms: median(&row.a.encode_decode_ms),
-        encode_ms_on_demand: median(&on_demand.encode_timings_ms.decode),
+        prompt_tokens: first.prompt_tokens,
+        decode_steps: first.decode_steps,
+        steps_encoded_ahead: first.decode_steps_encoded_ahead,
+        runs: ahead.len(),
+        decode_ms: wall(&ahead),
+        decode_ms_on_demand: wall(&on_demand),
+        encode_ms: encode(&ahead),
+        encode_ms_on_demand: encode(&on_demand),
     })
 }
 

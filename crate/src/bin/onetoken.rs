@@ -444,14 +444,15 @@ fn print_report(r: &BenchReport) {
     println!("\ndecode: {:.2} ms/step (wall, median)", r.decode_ms_per_step);
     if let Some(e) = &r.encode_ahead {
         println!(
-            "decode after {} tokens: {:.2} ms/step with the commands encoded during the step before ({} of {} steps; {:.3} ms before the GPU starts), {:.2} ms/step encoded when asked for ({:.3} ms)",
+            "decode after {} tokens: {:.2} ms/step with the commands encoded during the step before ({} of {} steps; {:.3} ms before the GPU starts), {:.2} ms/step encoded when asked for ({:.3} ms); medians of {} runs of each, in turn",
             e.prompt_tokens,
             e.decode_ms,
             e.steps_encoded_ahead,
             e.decode_steps,
             e.encode_ms,
             e.decode_ms_on_demand,
-            e.encode_ms_on_demand
+            e.encode_ms_on_demand,
+            e.runs
         );
     }
     if let Some(m) = &r.cost_model {
