@@ -145,6 +145,9 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
         assert!(ok, "{err}");
         let report: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(report["device"]["kernels"], kernels);
+        // What a dispatch that waits for the one before it costs, doing nothing.
+        let dispatch_us = report["micro"]["dispatch_us"].as_f64().unwrap();
+        assert!(dispatch_us > 0.0 && dispatch_us < 10_000.0, "{dispatch_us}");
         // The decode kernel alone at Qwen2.5-0.5B's three linear shapes.
         let linear = report["micro"]["linear"].as_array().unwrap();
         let shapes: Vec<(u64, u64)> =

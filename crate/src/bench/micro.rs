@@ -8,7 +8,7 @@ use crate::clock::now_ms;
 use crate::config::{Qwen2Config, rope_inv_freq};
 use crate::error::{Error, Result};
 use crate::gpu::Binding::*;
-use crate::gpu::{Dispatcher, Gpu, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
+use crate::gpu::{Dispatcher, Gpu, Kernel, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
 use crate::ops::{
     AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, Linear, LinearBuffers, MATVEC_LANES,
     SplitPartials, Store, fill_synthetic, workgroup,
@@ -82,6 +82,8 @@ pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: 
     let (copy_ms, gpu_timed) = time_kernel(gpu, 8, dispatch).await?;
     let copy_gbps = 2.0 * bytes as f64 / (copy_ms * 1e6);
 
+    let dispatch_us = dispatch_us(gpu, &copy).await?;
+
     let (threads, iters) = (PROBE_WORKGROUP * 1024, 512u32);
     let fma = gpu.kernel(&FMA, &probe_workgroup);
     let shape = gpu.uniform("fma", &[iters, 0, 0, 0]);
@@ -98,7 +100,27 @@ pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: 
         prefill_linear.push(linear_prefill(gpu, k, n, fma_gflops).await?);
     }
     let prefill_attention = attention_prefill(gpu, config, attention_tokens, fma_gflops).await?;
-    Ok(Micro { copy_gbps, fma_gflops, gpu_timed, linear, prefill_linear, prefill_attention })
+    Ok(Micro { copy_gbps, fma_gflops, gpu_timed, dispatch_us, linear, prefill_linear, prefill_attention })
+}
+
+/// Dispatches in the chain that [`dispatch_us`] times.
+const CHAINED_DISPATCHES: u32 = 256;
+
+/// Microseconds of GPU time per dispatch in a chain where each must wait for the one before:
+/// [`CHAINED_DISPATCHES`] copies of 4 KiB by one workgroup, back and forth between two buffers,
+/// so each reads what the one before wrote (and the device puts a barrier between them, as
+/// between a forward's kernels). The work itself is a few hundred nanoseconds at most; what is
+/// left is the launch and the barrier.
+async fn dispatch_us(gpu: &Gpu, copy: &Kernel) -> Result<f64> {
+    let (a, b) = (gpu.storage("chain a", 4096), gpu.storage("chain b", 4096));
+    let (there, back) = (gpu.bind(copy, &[&a, &b]), gpu.bind(copy, &[&b, &a]));
+    let pair = |p: &mut Dispatcher| {
+        p.dispatch(copy, &there, (1, 1, 1), Work::default());
+        p.dispatch(copy, &back, (1, 1, 1), Work::default());
+    };
+    time_kernel(gpu, 8, pair).await?; // warm-up
+    let (ms_per_pair, _) = time_kernel(gpu, CHAINED_DISPATCHES / 2, pair).await?;
+    Ok(ms_per_pair * 1000.0 / 2.0)
 }
 
 /// The prefill paths of [`Attention`], each by its name in [`AttentionPathMicro`].

@@ -96,6 +96,10 @@ pub struct Micro {
     pub fma_gflops: f64,
     /// Whether these came from GPU timestamps (else wall time).
     pub gpu_timed: bool,
+    /// GPU time of a dispatch that waits for the one before it, microseconds: the fixed cost
+    /// each kernel of a forward pays (a decode step dispatches about 130), measured on tiny
+    /// copies that each read what the one before wrote.
+    pub dispatch_us: f64,
     /// The decode kernel of a linear layer alone, at each of [`micro::LINEAR_SHAPES`].
     pub linear: Vec<LinearMicro>,
     /// The prefill kernel of a linear layer alone, at each of [`micro::LINEAR_SHAPES`] and

@@ -365,6 +365,7 @@ fn print_report(r: &BenchReport) {
         r.model.decode_bytes as f64 / 1e6
     );
     println!("micro: copy {:.1} GB/s, FMA {:.1} GFLOP/s", r.micro.copy_gbps, r.micro.fma_gflops);
+    println!("micro: a dispatch waiting for the one before it: {:.2} us", r.micro.dispatch_us);
     for l in &r.micro.linear {
         let shapes = match (l.lanes, &l.other_shape) {
             (Some(lanes), Some(o)) => format!(
@@ -482,12 +483,13 @@ fn print_report(r: &BenchReport) {
         println!("skipped: {s}");
     }
     if let Some(p) = &r.profile {
-        print_profile(p);
+        print_profile(p, r.micro.dispatch_us);
     }
 }
 
-/// Per phase: its GPU time, the kernels' sum and count, then each kernel's share and roofline.
-fn print_profile(p: &onetoken::profile::Profile) {
+/// Per phase: its GPU time, the kernels' sum and count (and what that many dispatches cost at
+/// `dispatch_us` each, doing nothing), then each kernel's share and roofline.
+fn print_profile(p: &onetoken::profile::Profile, dispatch_us: f64) {
     let timing = match p.timing {
         onetoken::gpu::DispatchTiming::InsidePasses => {
             "a timestamp pair around each dispatch, inside the call's passes"
@@ -497,7 +499,8 @@ fn print_profile(p: &onetoken::profile::Profile) {
     println!("\nprofile: {timing}");
     for phase in &p.phases {
         println!(
-            "\n{} of {} tokens after {}: GPU {:.3} ms; kernels one by one {:.3} ms ({:.0}% of it) in {} dispatches, mean of {} runs",
+            "\n{} of {} tokens after {}: GPU {:.3} ms; kernels one by one {:.3} ms ({:.0}% of it) in {} dispatches \
+             (their fixed cost alone {:.3} ms), mean of {} runs",
             phase.phase,
             phase.tokens,
             phase.context,
@@ -505,6 +508,7 @@ fn print_profile(p: &onetoken::profile::Profile) {
             phase.kernels_ms,
             100.0 * phase.kernels_ms / phase.gpu_ms,
             phase.dispatch_count,
+            phase.dispatch_count as f64 * dispatch_us / 1000.0,
             phase.runs
         );
         println!(
