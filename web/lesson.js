@@ -30,7 +30,13 @@ export function kernelReadings(report, t, fill) {
       mb: formatMillions(report.model.decode_bytes ?? 0),
       tokens: phase.tokens,
     };
-    if (phase.phase === 'decode') return fill(t.decodeReading, values);
+    if (phase.phase === 'decode') {
+      // What the step's dispatches cost doing nothing, from the microbenchmark of this run.
+      const us = report.micro?.dispatch_us;
+      if (!(us > 0)) return fill(t.decodeReading, values);
+      const fixed = { us: us.toFixed(1), count: phase.dispatch_count, ms: ((phase.dispatch_count * us) / 1000).toFixed(2) };
+      return `${fill(t.decodeReading, values)} ${fill(t.dispatchCost, fixed)}`;
+    }
     const flops = linear.reduce((a, k) => a + k.flops, 0);
     const gflops = linearMs > 0 ? flops / (linearMs * 1e6) : 0;
     const fma = report.micro?.fma_gflops > 0 ? share(gflops, report.micro.fma_gflops) : 0;

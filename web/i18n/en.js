@@ -92,6 +92,7 @@ export default {
   kernelsTitle: 'Where the time goes, kernel by kernel',
   explainKernels: 'Each bar is one kernel\'s GPU time in one prefill and in the decode step after it, timed dispatch by dispatch. Decode moves bytes, so its matrix kernels are measured against this device\'s copy bandwidth; prefill multiplies, so against its FMA rate.',
   decodeReading: 'decode: {layers} layers × {perLayer} dispatches ({count} in all); the weights ({mb} MB) are read once per step; {share}% of the time is the linear layers ({linear}).',
+  dispatchCost: 'Here a dispatch that must wait for the one before it costs {us} µs, so {count} of them take {ms} ms before any work is done.',
   prefillReading: 'prefill of {tokens} tokens: the linear layers reach {gflops} GFLOP/s, {fma}% of this device\'s FMA rate, and take {share}% of the time.',
   takeAway: 'Take the results away',
   saveJson: 'Measurements (JSON)',

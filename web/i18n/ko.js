@@ -92,6 +92,7 @@ export default {
   kernelsTitle: '시간은 어디에 쓰이나: 커널별로 보기',
   explainKernels: '막대 하나는 프리필 한 번과 그 뒤 디코드 한 스텝에서 커널 하나가 쓴 GPU 시간이며, 디스패치마다 따로 쟀습니다. 디코드는 바이트를 옮기는 일이라 행렬 커널을 이 기기의 복사 대역폭과 비교하고, 프리필은 곱셈이 많은 일이라 FMA 처리량과 비교합니다.',
   decodeReading: '디코드: 층 {layers}개 × 디스패치 {perLayer}개 (모두 {count}개). 스텝마다 가중치({mb} MB)를 한 번씩 읽으며, 시간의 {share}%가 선형 층({linear})에 쓰입니다.',
+  dispatchCost: '이 기기에서 앞 디스패치를 기다려야 하는 디스패치 하나에 {us} µs가 들므로, {count}개는 아무 일도 하기 전에 {ms} ms를 씁니다.',
   prefillReading: '{tokens}토큰 프리필: 선형 층이 {gflops} GFLOP/s로 이 기기 FMA 처리량의 {fma}%에 이르고, 시간의 {share}%를 차지합니다.',
   takeAway: '결과 가져가기',
   saveJson: '측정값 (JSON)',

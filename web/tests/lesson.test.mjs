@@ -65,4 +65,7 @@ test('kernel readings count dispatches per layer and the linear layers\' share',
   const [prefill, decode] = kernelReadings(r, en, fill);
   assert.equal(decode, 'decode: 2 layers × 2 dispatches (6 in all); the weights (988 MB) are read once per step; 75% of the time is the linear layers (matvec).');
   assert.equal(prefill, "prefill of 64 tokens: the linear layers reach 333.3 GFLOP/s, 33% of this device's FMA rate, and take 75% of the time.");
+  // With the dispatch microbenchmark, the decode step's dispatches at its cost.
+  const [, costed] = kernelReadings({ ...r, micro: { ...r.micro, dispatch_us: 25 } }, en, fill);
+  assert.equal(costed, `${decode} Here a dispatch that must wait for the one before it costs 25.0 µs, so 6 of them take 0.15 ms before any work is done.`);
 });
