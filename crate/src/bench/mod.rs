@@ -437,20 +437,20 @@ async fn encode_ahead(
     if on_demand.iter().any(|j| j.decode_steps_encoded_ahead > 0) {
         return Err(crate::Error::Gpu("decode steps ran commands encoded ahead with encoding ahead off".into()));
     }
-    // The median step over all runs of a kind: wall time, and the part before the GPU started.
-    let median_of = |steps: &mut dyn Iterator<Item = &Vec<f64>>| median(&steps.flatten().copied().collect::<Vec<_>>());
-    let wall = |runs: &[Judgment]| median_of(&mut runs.iter().map(|j| &j.timings_ms.decode));
-    let encode = |runs: &[Judgment]| median_of(&mut runs.iter().map(|j| &j.encode_timings_ms.decode));
+    // The median step over all runs of a kind: wall time, or the part before the GPU started.
+    let step = |runs: &[Judgment], times: fn(&Judgment) -> &Vec<f64>| {
+        median(&runs.iter().flat_map(times).copied().collect::<Vec<_>>())
+    };
     let first = &ahead[0];
     Ok(EncodeAhead {
         prompt_tokens: first.prompt_tokens,
         decode_steps: first.decode_steps,
         steps_encoded_ahead: first.decode_steps_encoded_ahead,
         runs: ahead.len(),
-        decode_ms: wall(&ahead),
-        decode_ms_on_demand: wall(&on_demand),
-        encode_ms: encode(&ahead),
-        encode_ms_on_demand: encode(&on_demand),
+        decode_ms: step(&ahead, |j| &j.timings_ms.decode),
+        decode_ms_on_demand: step(&on_demand, |j| &j.timings_ms.decode),
+        encode_ms: step(&ahead, |j| &j.encode_timings_ms.decode),
+        encode_ms_on_demand: step(&on_demand, |j| &j.encode_timings_ms.decode),
     })
 }
 

@@ -79,11 +79,6 @@ impl Profiler {
         }
     }
 
-    /// How this profiler times each dispatch.
-    pub fn timing(&self) -> DispatchTiming {
-        self.timing
-    }
-
     /// Records a dispatch; returns the index of its timestamp pair, `None` past the query set's
     /// size (the dispatch still runs, untimed; `read` says so).
     fn record(&mut self, kernel: &'static str, layer: Option<usize>, work: Work) -> Option<u32> {
