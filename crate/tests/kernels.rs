@@ -99,6 +99,17 @@ fn tokens(gpu: &Gpu, m: usize) -> wgpu::Buffer {
     gpu.uniform("tokens", &[m as u32, 0, 0, 0])
 }
 
+/// A layer's buffers when it writes all `n` columns of y and splits no K.
+fn whole_output<'a>(
+    tokens: &'a wgpu::Buffer,
+    x: &'a wgpu::Buffer,
+    bias: Option<&'a wgpu::Buffer>,
+    y: &'a wgpu::Buffer,
+    n: usize,
+) -> ops::LinearBuffers<'a> {
+    ops::LinearBuffers { tokens, x, bias, y, out_cols: n, first_col: 0, partials: None }
+}
+
 #[test]
 fn tiled_linear_matches_reference_at_odd_and_real_sizes() {
     linear_cases(&family_gpu(KernelFamily::Tiled, None), KernelFamily::Tiled);
@@ -163,15 +174,7 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(gpu, m);
                 let b_used = bias.then_some(&bb);
-                let io = ops::LinearBuffers {
-                    tokens: &t,
-                    x: &xb,
-                    bias: b_used,
-                    y: &yb,
-                    out_cols: n,
-                    first_col: 0,
-                    partials: None,
-                };
+                let io = whole_output(&t, &xb, b_used, &yb, n);
                 let store = if accumulate { ops::Store::Accumulate } else { ops::Store::Overwrite };
                 let op = ops::Linear::new(gpu, &wm, io, store);
                 run(gpu, |p| op.encode(p, m as u32));
@@ -197,15 +200,7 @@ fn matvec_in_either_workgroup_shape_matches_reference() {
                 let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), format, &w).unwrap();
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(&gpu, m);
-                let io = || ops::LinearBuffers {
-                    tokens: &t,
-                    x: &xb,
-                    bias: Some(&bb),
-                    y: &yb,
-                    out_cols: n,
-                    first_col: 0,
-                    partials: None,
-                };
+                let io = || whole_output(&t, &xb, Some(&bb), &yb, n);
                 let picked = ops::Linear::new(&gpu, &wm, io(), ops::Store::Accumulate).matvec_lanes();
                 assert_eq!(picked, Some(if k >= 2048 { 64 } else { 32 }), "K={k}");
                 let op = ops::Linear::with_matvec_lanes(&gpu, &wm, io(), ops::Store::Accumulate, lanes).unwrap();
@@ -219,7 +214,7 @@ fn matvec_in_either_workgroup_shape_matches_reference() {
     let direct = family_gpu(KernelFamily::Direct, None);
     let wm = PackedMatrix::from_f32(&direct, "w", (8, 64), BF16, &[0.0; 512]).unwrap();
     let (t, x, y) = (tokens(&direct, 1), direct.storage("x", 256), direct.storage("y", 32));
-    let io = ops::LinearBuffers { tokens: &t, x: &x, bias: None, y: &y, out_cols: 8, first_col: 0, partials: None };
+    let io = whole_output(&t, &x, None, &y, 8);
     assert!(ops::Linear::with_matvec_lanes(&direct, &wm, io, ops::Store::Overwrite, 32).is_none());
 }
 
@@ -354,8 +349,7 @@ fn matrices_copied_into_one_equal_their_concatenation() {
         assert!(fused.chunks().len() > 1);
         let n = fused.rows();
         let (xb, yb, t) = (gpu.storage_from("x", &x), gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-        let io =
-            ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n, first_col: 0, partials: None };
+        let io = whole_output(&t, &xb, None, &yb, n);
         let op = ops::Linear::new(&gpu, &fused, io, ops::Store::Overwrite);
         run(&gpu, |p| op.encode(p, m as u32));
         let want = reference::linear(&x, &whole, None, k);
@@ -393,15 +387,7 @@ fn linear_with_a_folded_norm_or_swiglu_equals_the_operation_then_linear() {
             ];
             for (name, fold, want) in folds {
                 let (yb, t) = (gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-                let io = ops::LinearBuffers {
-                    tokens: &t,
-                    x: &xb,
-                    bias: Some(&bb),
-                    y: &yb,
-                    out_cols: n,
-                    first_col: 0,
-                    partials: None,
-                };
+                let io = whole_output(&t, &xb, Some(&bb), &yb, n);
                 let op = ops::Linear::folded(&gpu, &wm, io, ops::Store::Overwrite, fold).expect("K % 8 == 0");
                 run(&gpu, |p| op.encode(p, m as u32));
                 let what = format!("{name} + linear M={m} K={k} N={n} {}", format.name());
@@ -414,8 +400,7 @@ fn linear_with_a_folded_norm_or_swiglu_equals_the_operation_then_linear() {
     for (gpu, k) in [(family_gpu(KernelFamily::Direct, None), 64), (family_gpu(KernelFamily::Tiled, None), k)] {
         let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), BF16, &seeded(1, n * k, 0.1)).unwrap();
         let (xb, yb, t) = (gpu.storage("x", (m * k * 4) as u64), gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-        let io =
-            ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: n, first_col: 0, partials: None };
+        let io = whole_output(&t, &xb, None, &yb, n);
         let fold = ops::Fold::Norm { weight: &xb, eps: 1e-6 };
         assert!(ops::Linear::folded(&gpu, &wm, io, ops::Store::Overwrite, fold).is_none(), "K={k}");
     }
@@ -487,8 +472,7 @@ fn gate_and_up_rows_paired_write_their_swiglu() {
     for gpu in [family_gpu(KernelFamily::Direct, None), family_gpu(KernelFamily::Tiled, Some(4096))] {
         let wm = PackedMatrix::from_f32(&gpu, "gate_up", (66, 64), BF16, &w).unwrap();
         let (xb, yb, t) = (gpu.storage("x", 4 * 64), gpu.storage("y", 4 * 33), tokens(&gpu, 1));
-        let io =
-            ops::LinearBuffers { tokens: &t, x: &xb, bias: None, y: &yb, out_cols: 33, first_col: 0, partials: None };
+        let io = whole_output(&t, &xb, None, &yb, 33);
         assert!(!ops::Linear::pairs_rows(&gpu, &wm) && ops::Linear::swiglu(&gpu, &wm, io, None).is_none());
     }
 }
