@@ -352,6 +352,47 @@ fn decode_steps_encoded_ahead_equal_steps_encoded_on_demand() {
     }
 }
 
+/// A constrained walk's allowed ids change in number from step to step (one, then several
+/// where the choices part, then one): padded to whole steps of CHOICE_IDS_STEP, such steps
+/// dispatch alike and run the commands the step before encoded ahead, reading back exactly the
+/// ids asked for and the logits a step encoded when asked for reads; past one step of ids
+/// (9 of them) a call dispatches otherwise and encodes its own.
+#[test]
+fn steps_whose_ids_change_in_number_run_commands_encoded_ahead() {
+    let prompt = ids(&tiny_ref()["input_ids"]);
+    let nine: Vec<u32> = (20..29).collect();
+    let walk: [&[u32]; 6] = [&[3], &[3, 5], &[5], &[7, 8, 9], &[2], &nine];
+    let run = |ahead: bool| {
+        let mut model = tiny_model(None);
+        model.set_encoding_ahead(ahead);
+        let head = |ids| Readout::last(Head::Full { top_k: 2, ids });
+        let mut outs = vec![block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], head(walk[0]))).unwrap()];
+        for (i, ids) in walk.iter().enumerate() {
+            outs.push(block(model.decode(&[(0, 10 + i as u32)], head(ids))).unwrap());
+        }
+        outs
+    };
+    let (ahead, on_demand) = (run(true), run(false));
+    let used: Vec<bool> = ahead.iter().map(|o| o.timing.encoded_ahead).collect();
+    assert_eq!(used, [false, true, true, true, true, true, false], "which calls ran commands encoded ahead");
+    for (i, (a, b)) in ahead.iter().zip(&on_demand).enumerate() {
+        let asked = if i == 0 { walk[0] } else { walk[i - 1] };
+        assert_eq!(a.rows[0].logits.len(), asked.len(), "call {i}: one logit per id asked for");
+        assert_eq!(a.rows[0].logits, b.rows[0].logits, "call {i}: logits");
+        assert_eq!(a.rows[0].top, b.rows[0].top, "call {i}: top");
+    }
+    // The ids' logits are those of the whole row (the padding moves none of them).
+    let mut model = tiny_model(None);
+    let full = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
+    let mut model = tiny_model(None);
+    let three = Readout::last(Head::Choices(&[7, 8, 9]));
+    let some = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], three)).unwrap();
+    for (j, id) in [7, 8, 9].into_iter().enumerate() {
+        let want = full.rows[0].logits[id];
+        assert!((some.rows[0].logits[j] - want).abs() < 1e-4, "id {id}: {} vs {want}", some.rows[0].logits[j]);
+    }
+}
+
 /// The real Qwen2.5-0.5B shapes with synthetic weights: GPU top-5 equal to the CPU reference,
 /// after a prompt and after a decode step, with either kernel family (the GPU family pairs
 /// gate and up at 4,864 rows each and appends the decode step's keys in attention).

@@ -47,6 +47,9 @@ fn schema_token_by_token_and_prefill_one_token_agree() {
         assert_eq!(b.timings_ms.decode.len(), 0);
         assert!(a.decode_steps >= 3, "A took {} decode steps", a.decode_steps);
         assert_eq!(a.timings_ms.decode.len(), a.decode_steps);
+        // Every step runs the commands the pass before encoded ahead, the fork's too (where the
+        // allowed ids change in number).
+        assert_eq!(a.decode_steps_encoded_ahead, a.decode_steps);
         let choice = a.choice.clone().unwrap();
         assert_eq!(a.generated_text, format!("{{\"choice\": \"{choice}\"}}"));
         assert!(b.prompt_tokens > a.prompt_tokens);

@@ -321,8 +321,8 @@ impl Graph {
             head.lm_head.encode(d, r);
             head.top_k.encode(d, r, plan.top_k);
         }
-        if plan.choices > 0 {
-            head.lm_head_rows.encode(d, plan.choices as u32, r);
+        if plan.choices() > 0 {
+            head.lm_head_rows.encode(d, plan.choices() as u32, r);
         }
     }
 }

@@ -273,8 +273,9 @@ impl Model {
     /// takes a fast GPU, so it is done ahead: once a call is submitted, and while the GPU runs
     /// it, the commands of a decode step of the same sequences and read-out are encoded. The
     /// next call submits them as they are when it dispatches exactly what they do (its token
-    /// ids and positions are inputs it uploads, not part of the commands); else they are
-    /// dropped and the call encodes its own.
+    /// ids, positions and choice ids are inputs it uploads, not part of the commands, and the
+    /// choice ids are padded to whole steps of [`plan::CHOICE_IDS_STEP`], so a walk whose allowed
+    /// ids change in number still matches); else they are dropped and the call encodes its own.
     pub async fn forward(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<ForwardOut> {
         if self.cancel.get() {
             return Err(Error::Cancelled);
@@ -307,7 +308,7 @@ impl Model {
                 (encoder.finish(), layers_end, full)
             }
         };
-        plan.upload(g.queue(), &self.graph.scratch.packed_inputs, readout.ids());
+        plan.upload(g.queue(), &self.graph.scratch.packed_inputs);
         g.queue().submit([commands]);
         let encode_ms = now_ms() - start;
         for seq in batch {
@@ -324,7 +325,7 @@ impl Model {
             None => None,
         };
         let vocab = self.config.vocab_size as u64;
-        let rows = layout.rows(&bytes, full.as_deref().map(|b| (b, vocab)));
+        let rows = layout.rows(&bytes, full.as_deref().map(|b| (b, vocab)), plan.asked_choices);
         let wall_ms = now_ms() - start;
         let (mut timing, profile) = match &self.profiler {
             Some(profiler) => profiled_timing(profiler.read(g).await?, layers_end),
@@ -343,7 +344,7 @@ impl Model {
     /// Where `plan`'s results will lie in the staging buffer.
     fn layout(&self, plan: &Plan, readout: Readout<'_>) -> Readback {
         let hidden = if readout.hidden { self.config.hidden_size } else { 0 };
-        Readback::new(plan.read_positions.len(), plan.top_k, plan.choices, hidden)
+        Readback::new(plan.read_positions.len(), plan.top_k, plan.choices(), hidden)
     }
 
     /// The commands of a decode step of `batch`'s sequences with this read-out (the tokens are

@@ -15,12 +15,22 @@ pub(super) struct Plan {
     pub token_meta: Vec<u32>,
     /// `[R]` token index of each read-out position.
     pub read_positions: Vec<u32>,
-    /// k: vocabulary ids whose logits are read.
-    pub choices: usize,
+    /// `[k]` vocabulary ids whose logits the GPU computes and reads back: the read-out's own,
+    /// then repeats of its last up to k (see [`CHOICE_IDS_STEP`]).
+    pub choice_ids: Vec<u32>,
+    /// How many of `choice_ids` the read-out asked for (the rest are padding).
+    pub asked_choices: usize,
     /// Best pairs found by the full head (0: no full head).
     pub top_k: usize,
     pub keys: AttendedKeys,
 }
+
+/// The GPU computes the logits of a read-out's ids in whole steps of this many (or up to the
+/// model's `max_choice_ids` where that is fewer). A constrained walk's allowed ids change in
+/// number from step to step (one, then two where the choices part, then one again): padded,
+/// its steps dispatch alike, so each can run the commands the one before encoded ahead
+/// ([`super::Model::forward`]). The padding costs a few rows of the LM head.
+pub const CHOICE_IDS_STEP: usize = 8;
 
 /// The buffers [`Plan::encode_input_copies`] fills from the uploaded inputs.
 pub(super) struct PlanInputs<'a> {
@@ -114,7 +124,10 @@ impl Plan {
         if let Some(&bad) = ids.iter().find(|&&t| t as usize >= vocab) {
             return Err(Error::Input(format!("choice id {bad} is outside the vocabulary")));
         }
-        self.choices = ids.len();
+        let padded = if ids.is_empty() { 0 } else { ids.len().next_multiple_of(CHOICE_IDS_STEP).min(o.max_choice_ids) };
+        self.asked_choices = ids.len();
+        self.choice_ids = ids.to_vec();
+        self.choice_ids.resize(padded, ids.last().copied().unwrap_or(0));
         self.top_k = match readout.head {
             Head::Full { top_k, .. } if !(1..=TOP_K_MAX).contains(&top_k) => {
                 return Err(Error::Input(format!("top_k {top_k} (1 to {TOP_K_MAX} allowed)")));
@@ -136,13 +149,19 @@ impl Plan {
         self.read_positions.len() as u32
     }
 
+    /// k: vocabulary ids whose logits the GPU computes (the read-out's, padded).
+    pub fn choices(&self) -> usize {
+        self.choice_ids.len()
+    }
+
     /// Writes the per-call inputs into `packed` in one write: the uniforms, the ids, the token
-    /// meta, the read-out positions and the choice ids, back to back. Each write is a staging
+    /// meta, the read-out positions and the (padded) choice ids, back to back. Each write is a staging
     /// allocation and a copy, on the CPU's path before the GPU can start; the copies to where
     /// the kernels read them are encoded with the commands ([`Plan::encode_input_copies`]).
-    pub fn upload(&self, queue: &wgpu::Queue, packed: &wgpu::Buffer, choice_ids: &[u32]) {
+    pub fn upload(&self, queue: &wgpu::Queue, packed: &wgpu::Buffer) {
         let uniforms = [self.tokens(), 0, 0, 0, self.rows(), self.top_k as u32, 0, 0];
-        let words: Vec<u32> = [&uniforms[..], &self.ids, &self.token_meta, &self.read_positions, choice_ids].concat();
+        let words: Vec<u32> =
+            [&uniforms[..], &self.ids, &self.token_meta, &self.read_positions, &self.choice_ids].concat();
         queue.write_buffer(packed, 0, bytemuck::cast_slice(&words));
     }
 
@@ -155,7 +174,7 @@ impl Plan {
             (to.ids, self.ids.len()),
             (to.token_meta, self.token_meta.len()),
             (to.read_positions, self.read_positions.len()),
-            (to.choice_ids, self.choices),
+            (to.choice_ids, self.choices()),
         ];
         let mut at = 0;
         for (buffer, words) in sections {

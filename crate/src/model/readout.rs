@@ -177,9 +177,10 @@ impl Readback {
         }
     }
 
-    /// One [`RowOut`] per position from the mapped bytes; `full_logits` holds `[R, vocab]`
-    /// when the whole vocabulary was read back.
-    pub fn rows(&self, bytes: &[u8], full_logits: Option<(&[u8], u64)>) -> Vec<RowOut> {
+    /// One [`RowOut`] per position from the mapped bytes, with the logits of the first `asked`
+    /// choice ids (the rest are padding); `full_logits` holds `[R, vocab]` when the whole
+    /// vocabulary was read back.
+    pub fn rows(&self, bytes: &[u8], full_logits: Option<(&[u8], u64)>, asked: usize) -> Vec<RowOut> {
         let floats = |b: &[u8], at: u64, n: u64| -> Vec<f32> {
             bytemuck::pod_collect_to_vec(&b[at as usize..(at + F32 * n) as usize])
         };
@@ -193,7 +194,7 @@ impl Readback {
                     logsumexp: (self.top_k > 0).then(|| f32::from_bits(best[0])),
                     logits: match full_logits {
                         Some((all, vocab)) => floats(all, i * F32 * vocab, vocab),
-                        None => floats(bytes, self.choices_at + F32 * i * self.choices, self.choices),
+                        None => floats(bytes, self.choices_at + F32 * i * self.choices, asked as u64),
                     },
                     hidden: floats(bytes, self.hidden_at + F32 * i * self.hidden, self.hidden),
                 }
