@@ -403,7 +403,11 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
         });
     }
     let decode_ms = median(&decode_steps_ms);
-    let cost_model = PrefillFit::fit(&fit_points).map(|prefill| CostModel { prefill, decode_ms });
+    // One length's two prompts (A's and B's) lie a few tokens apart: a line through them would
+    // be all noise (a swing of a few ms reads as hundreds per token), so it takes two lengths.
+    let lengths: std::collections::BTreeSet<usize> = options.lengths.iter().copied().collect();
+    let cost_model =
+        PrefillFit::fit(&fit_points).filter(|_| lengths.len() >= 2).map(|prefill| CostModel { prefill, decode_ms });
     if let Some(m) = &cost_model {
         for row in &mut rows {
             row.predicted_a_ms = m.predict(row.a.prompt_tokens as f64, row.a.decode_steps as f64);

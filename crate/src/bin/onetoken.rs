@@ -456,11 +456,12 @@ fn print_report(r: &BenchReport) {
             e.runs
         );
     }
-    if let Some(m) = &r.cost_model {
-        println!(
+    match &r.cost_model {
+        Some(m) => println!(
             "cost model: T = {:.2} ms + {:.4} ms x P + N x {:.2} ms",
             m.prefill.fixed_ms, m.prefill.per_token_ms, m.decode_ms
-        );
+        ),
+        None => println!("cost model: not fitted (it takes a sweep of two or more lengths)"),
     }
     let f = &r.roofline;
     println!(
