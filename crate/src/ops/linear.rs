@@ -270,8 +270,7 @@ impl Linear {
     /// multiple of 8).
     pub fn with_matvec_lanes(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, lanes: u32) -> Option<Self> {
         let shape = MatvecShape::of_lanes(lanes)?;
-        let layer = Self::build(gpu, w, io, store, None, false, Some(shape));
-        layer.matvec_lanes().is_some().then_some(layer)
+        Self::runs_matvec(gpu, w).then(|| Self::build(gpu, w, io, store, None, false, Some(shape)))
     }
 
     /// Lanes per weight row of the layer's matvec (`None`: it runs none).
@@ -288,7 +287,7 @@ impl Linear {
     /// exact for any). `None` where matvec cannot run the layer: CPU-like devices, K not a
     /// multiple of 8.
     pub fn folded(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, fold: Fold) -> Option<Self> {
-        Self::can_fold(gpu, w).then(|| Self::build(gpu, w, io, store, Some(fold), false, None))
+        Self::runs_matvec(gpu, w).then(|| Self::build(gpu, w, io, store, Some(fold), false, None))
     }
 
     /// The MLP's first half as one layer: `w` holds gate_proj's rows, then up_proj's (the same
@@ -298,7 +297,7 @@ impl Linear {
     /// `None` where the kernels cannot pair rows: CPU-like devices, a matrix split over
     /// bindings (see [`Linear::pairs_rows`]), and with `fold` where it cannot fold.
     pub fn swiglu(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, fold: Option<Fold>) -> Option<Self> {
-        let foldable = fold.is_none() || Self::can_fold(gpu, w);
+        let foldable = fold.is_none() || Self::runs_matvec(gpu, w);
         (Self::pairs_rows(gpu, w) && foldable).then(|| Self::build(gpu, w, io, Store::Overwrite, fold, true, None))
     }
 
@@ -308,8 +307,9 @@ impl Linear {
         !gpu.direct_kernels() && w.chunks().len() == 1 && w.rows().is_multiple_of(2)
     }
 
-    /// Whether matvec can apply a [`Fold`] for this layer.
-    fn can_fold(gpu: &Gpu, w: &PackedMatrix) -> bool {
+    /// Whether matvec can run this layer (and so apply a [`Fold`]): the GPU family, K a multiple
+    /// of 8 (see `build`).
+    fn runs_matvec(gpu: &Gpu, w: &PackedMatrix) -> bool {
         !gpu.direct_kernels() && w.cols().is_multiple_of(8)
     }
 
