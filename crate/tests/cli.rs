@@ -147,6 +147,7 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
         assert_eq!(report["device"]["kernels"], kernels);
         // Two lengths fit the cost model's prefill line.
         assert!(report["cost_model"]["prefill"]["per_token_ms"].is_f64(), "{}", report["cost_model"]);
+        assert!(report["sweep"][1]["predicted_speedup"].as_f64().unwrap() > 0.0, "{}", report["sweep"][1]);
         // What a dispatch that waits for the one before it costs, doing nothing.
         let dispatch_us = report["micro"]["dispatch_us"].as_f64().unwrap();
         assert!(dispatch_us > 0.0 && dispatch_us < 10_000.0, "{dispatch_us}");
@@ -334,6 +335,7 @@ fn quant_quantizes_on_load_on_the_gpu_and_in_the_cpu_reference() {
     let (plain, q4) = (report(&[]), report(&["--quant", "q4_0"]));
     // One length fits no line through the prefills (two lengths do: the bench test's).
     assert!(plain["cost_model"].is_null(), "{}", plain["cost_model"]);
+    assert!(plain["sweep"][0]["predicted_speedup"].is_null(), "{}", plain["sweep"][0]);
     assert_eq!((plain["model"]["quant"].as_str(), q4["model"]["quant"].as_str()), (Some("bf16"), Some("q4_0")));
     // The real bytes: per layer 448 rows of 64 values (q, k, v, o, gate, up) and 64 of 128
     // (down), twice, and the tied head's 512 rows of 64. A q4_0 row of 64 is 32 bytes of

@@ -241,10 +241,11 @@ pub struct SweepRow {
     /// Total time of A over B (choice head), and over B with the full head.
     pub speedup: f64,
     pub speedup_full_head: f64,
-    /// The cost model's A and B at these lengths, and the speed-up they predict.
-    pub predicted_a_ms: f64,
-    pub predicted_b_ms: f64,
-    pub predicted_speedup: f64,
+    /// The cost model's A and B at these lengths, and the speed-up they predict (null where
+    /// there is no model: a sweep of one length).
+    pub predicted_a_ms: Option<f64>,
+    pub predicted_b_ms: Option<f64>,
+    pub predicted_speedup: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -397,9 +398,9 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
             a: point(&a),
             b: point(&b),
             b_full_head: point(&bf),
-            predicted_a_ms: 0.0,
-            predicted_b_ms: 0.0,
-            predicted_speedup: 0.0,
+            predicted_a_ms: None,
+            predicted_b_ms: None,
+            predicted_speedup: None,
         });
     }
     let decode_ms = median(&decode_steps_ms);
@@ -410,9 +411,11 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
         PrefillFit::fit(&fit_points).filter(|_| lengths.len() >= 2).map(|prefill| CostModel { prefill, decode_ms });
     if let Some(m) = &cost_model {
         for row in &mut rows {
-            row.predicted_a_ms = m.predict(row.a.prompt_tokens as f64, row.a.decode_steps as f64);
-            row.predicted_b_ms = m.predict(row.b_full_head.prompt_tokens as f64, 0.0);
-            row.predicted_speedup = row.predicted_a_ms / row.predicted_b_ms;
+            let (a, b) = (
+                m.predict(row.a.prompt_tokens as f64, row.a.decode_steps as f64),
+                m.predict(row.b_full_head.prompt_tokens as f64, 0.0),
+            );
+            (row.predicted_a_ms, row.predicted_b_ms, row.predicted_speedup) = (Some(a), Some(b), Some(a / b));
         }
     }
     Ok(Sweep { rows, decode_ms, cost_model })

@@ -428,16 +428,18 @@ fn print_report(r: &BenchReport) {
         "\n{:>6} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7}",
         "P", "A ms", "A pred", "steps", "B ms", "B full ms", "B pred", "A/B", "A/Bfull"
     );
+    // A prediction, or "-" without a cost model.
+    let predicted = |ms: Option<f64>| ms.map_or("-".into(), |ms| format!("{ms:.1}"));
     for s in &r.sweep {
         println!(
-            "{:>6} {:>10.1} {:>10.1} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>7.2} {:>7.2}",
+            "{:>6} {:>10.1} {:>10} {:>6} {:>10.1} {:>10.1} {:>10} {:>7.2} {:>7.2}",
             s.b.prompt_tokens,
             s.a.total_ms,
-            s.predicted_a_ms,
+            predicted(s.predicted_a_ms),
             s.a.decode_steps,
             s.b.total_ms,
             s.b_full_head.total_ms,
-            s.predicted_b_ms,
+            predicted(s.predicted_b_ms),
             s.speedup,
             s.speedup_full_head
         );
