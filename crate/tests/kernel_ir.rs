@@ -10,10 +10,12 @@ use naga::{AddressSpace, Expression, Handle, Module, TypeInner};
 use onetoken::gpu::{BLOCK_QUANTS, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
 use onetoken::ops;
 
-/// The kernels a GPU runs (the tiled family, attention, the head, the microbenchmarks).
-const GPU_KERNELS: [KernelSpec; 18] = [
+/// The kernels a GPU runs (the tiled family, attention, the head, the microbenchmarks), and the
+/// CPU-like devices' that hold no such arrays either.
+const GPU_KERNELS: [KernelSpec; 19] = [
     ops::EMBEDDING,
     ops::RMS_NORM,
+    ops::RMS_NORM_ROWS,
     ops::MATMUL,
     ops::MATVEC,
     ops::SPLIT_SUM,

@@ -34,7 +34,9 @@ pub struct Kernel {
     pub layout: wgpu::BindGroupLayout,
 }
 
-pub(crate) type KernelKey = (&'static str, Vec<(&'static str, u64)>);
+/// What makes a pipeline: its code (prelude and source, not its name: two kernels may share a
+/// name in profiles, as rms_norm's two do) and its override constants (as bits).
+pub(crate) type KernelKey = (&'static [&'static str], &'static str, Vec<(&'static str, u64)>);
 
 pub const PACKED: &str = include_str!("../../../shaders/packed.wgsl");
 pub const LINEAR: &str = include_str!("../../../shaders/linear.wgsl");
@@ -44,7 +46,7 @@ pub const BLOCK_QUANTS: &str = include_str!("../../../shaders/block_quants.wgsl"
 impl Gpu {
     /// The pipeline of `spec` with these override constants, built on first use.
     pub fn kernel(&self, spec: &KernelSpec, constants: &[(&'static str, f64)]) -> Rc<Kernel> {
-        let key = (spec.name, constants.iter().map(|(k, v)| (*k, v.to_bits())).collect());
+        let key = (spec.prelude, spec.source, constants.iter().map(|(k, v)| (*k, v.to_bits())).collect());
         if let Some(k) = self.kernels.borrow().get(&key) {
             return k.clone();
         }

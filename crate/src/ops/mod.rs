@@ -72,6 +72,14 @@ const LINEAR_BINDINGS: &[Binding] = &[Uniform, Uniform, Read, Read, Read, ReadWr
 pub const EMBEDDING: KernelSpec =
     spec!("embedding", prelude: [PACKED, WEIGHT_PAIRS], &[Uniform, Read, Read, ReadWrite]);
 pub const RMS_NORM: KernelSpec = spec!("rms_norm", prelude: [], &[Uniform, Read, Read, ReadWrite]);
+/// RMSNorm for CPU-like devices (rms_norm_rows.wgsl): a row per invocation, no barriers; under
+/// rms_norm's name in profiles.
+pub const RMS_NORM_ROWS: KernelSpec = KernelSpec {
+    name: "rms_norm",
+    source: include_str!("../../../shaders/rms_norm_rows.wgsl"),
+    prelude: &[],
+    bindings: &[Uniform, Read, Read, ReadWrite],
+};
 pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
 pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
 pub const SPLIT_SUM: KernelSpec = spec!("split_sum", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);

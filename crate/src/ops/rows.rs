@@ -3,7 +3,10 @@
 
 use std::rc::Rc;
 
-use super::{EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, SILU_MUL, TOP_K, div_up, uniform, work, workgroup};
+use super::{
+    EMBEDDING, GATHER_ROWS, LM_HEAD_ROWS, Pass, RMS_NORM, RMS_NORM_ROWS, SILU_MUL, TOP_K, div_up, uniform, work,
+    workgroup,
+};
 use crate::gpu::{Gpu, Kernel, KernelSpec, PackedMatrix, Work};
 
 uniform!(
@@ -11,7 +14,7 @@ uniform!(
     ChunkShape { cols: u32, row_start: u32, rows: u32, _pad: u32 }
 );
 uniform!(
-    /// rms_norm.wgsl's `Shape`.
+    /// The `Shape` of rms_norm.wgsl and rms_norm_rows.wgsl.
     RmsNormShape { cols: u32, eps: f32, _pad0: u32, _pad1: u32 }
 );
 uniform!(
@@ -102,8 +105,11 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
+    /// On CPU-like devices (and a hidden size of whole vec4s) a row per invocation
+    /// (rms_norm_rows.wgsl), else a workgroup per row (rms_norm.wgsl); one grid either way.
     pub fn new(gpu: &Gpu, x: &wgpu::Buffer, weight: &wgpu::Buffer, out: &wgpu::Buffer, cols: usize, eps: f64) -> Self {
-        let kernel = gpu.kernel(&RMS_NORM, &[]);
+        let spec = if gpu.direct_kernels() && cols.is_multiple_of(4) { &RMS_NORM_ROWS } else { &RMS_NORM };
+        let kernel = gpu.kernel(spec, &[]);
         let shape = RmsNormShape { cols: cols as u32, eps: eps as f32, _pad0: 0, _pad1: 0 };
         let group = gpu.bind(&kernel, &[&gpu.uniform("rms_norm", &shape), x, weight, out]);
         Self { kernel, group, cols }
