@@ -24,7 +24,7 @@ struct Rows {
 
 override MERGE: bool = false;
 override CHUNK: u32;  // logits per chunk (set by the Rust side)
-const WG: u32 = 256u;
+override WG: u32;     // threads per workgroup, a power of two (set by the Rust side)
 const NONE: u32 = 0xffffffffu;  // the id of no entry (a chunk with fewer than k logits)
 var<workgroup> vals: array<f32, WG>;
 var<workgroup> idxs: array<u32, WG>;
@@ -67,7 +67,7 @@ fn merge_sum(b: Best, m: f32, s: f32) -> Best {
 }
 
 // Workgroup (chunk, row); with MERGE (0, row).
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let r = wg.y;
     let count = (shape.cols + CHUNK - 1u) / CHUNK;

@@ -794,8 +794,10 @@ fn silu_mul_gather_and_top_k_match_reference() {
     assert_close(&read(&gpu, &out, 3 * h), &want, 0.0, 0.0, "gather_rows");
 
     // On GPUs one chunk of the first pass (1,024 logits), three (the last of one logit: fewer
-    // than k), and Qwen2.5's vocabulary (149); CPU-like devices take a row as one chunk.
-    for (family, vocab) in FAMILIES.into_iter().flat_map(|f| [5usize, 1000, 2049, 151_936].map(|v| (f, v))) {
+    // than k), five, and Qwen2.5's vocabulary (149); on CPU-like devices (4,096 a chunk) one,
+    // two (the last of one logit) and 38.
+    let vocabs = [5usize, 1000, 2049, 4097, 151_936];
+    for (family, vocab) in FAMILIES.into_iter().flat_map(|f| vocabs.map(|v| (f, v))) {
         let gpu = family_gpu(family, None);
         let mut logits = seeded(23, 3 * vocab, 10.0);
         // Row 1: a tie between two ids (in different chunks, where there are several); the smaller

@@ -174,17 +174,25 @@ impl GatherRows {
 /// Most entries [`TopK`] finds per row.
 pub const TOP_K_MAX: usize = 64;
 
-/// Logits per workgroup of [`TopK`]'s first pass on GPUs (top_k.wgsl's `CHUNK`): 149 chunks
-/// of Qwen2.5's 151,936, so one row's first pass fills a GPU, 4 logits a thread.
-const TOP_K_CHUNK: usize = 1024;
+/// Logits per workgroup of [`TopK`]'s first pass and threads per workgroup (top_k.wgsl's
+/// `CHUNK` and `WG`) on GPUs: 149 chunks of Qwen2.5's 151,936, so one row's first pass fills a
+/// GPU, 4 logits a thread.
+const TOP_K_GPU: (usize, u32) = (1024, 256);
+
+/// The same on CPU-like devices: workgroups of 8 (one 256-bit SIMD batch of lavapipe's), 4,096
+/// logits each. A CPU runs a workgroup's threads as SIMD batches of one thread and each of the
+/// kernel's barriers as a switch between them: one workgroup of 256 per row took 1.9-2.3 ms a
+/// decode step on lavapipe (0.5B), where these take 0.5-1.1 (and 8 to 32 threads, 1,024 to 8,192
+/// logits, all read about alike); one thread per workgroup, 1.7-3.1 ms.
+const TOP_K_CPU: (usize, u32) = (4096, 8);
 
 /// Full-vocabulary readout without copying rows to the CPU — logits: [R, vocab];
 /// out: [R, 1 + TOP_K_MAX] pairs: (logsumexp bits, 0), then the k best (id, logit bits).
 /// `rows` is the uniform (R, k), R at most `max_rows`. Two passes: the k best and the sum of
-/// each chunk of [`TOP_K_CHUNK`] logits (into a scratch buffer of its own), then of the chunks.
-/// CPU-like devices ([`Gpu::direct_kernels`]) take a row as one chunk: there a workgroup's
-/// barriers cost more than spreading the row gains (lavapipe, a 0.5B decode step: 1.6 ms as
-/// one chunk, 10.6 ms as 149).
+/// each chunk of logits (into a scratch buffer of its own), then of the chunks. Chunks and
+/// workgroups are sized for the device: [`TOP_K_GPU`], [`TOP_K_CPU`] (on CPU-like devices,
+/// 256 threads a workgroup read a decode step's row in 1.6 ms as one chunk and 10.6 ms as
+/// 149, on lavapipe: there the workgroup's size, not the chunks' count, was the cost).
 pub struct TopK {
     chunks: Rc<Kernel>,
     merge: Rc<Kernel>,
@@ -203,8 +211,11 @@ impl TopK {
         max_rows: usize,
     ) -> Self {
         let stride = 1 + TOP_K_MAX;
-        let chunk = if gpu.direct_kernels() { vocab } else { TOP_K_CHUNK };
-        let pass = |merge: bool| gpu.kernel(&TOP_K, &[("MERGE", f64::from(u8::from(merge))), ("CHUNK", chunk as f64)]);
+        let (chunk, wg) = if gpu.direct_kernels() { TOP_K_CPU } else { TOP_K_GPU };
+        let pass = |merge: bool| {
+            let constants = [("MERGE", f64::from(u8::from(merge))), ("CHUNK", chunk as f64), ("WG", f64::from(wg))];
+            gpu.kernel(&TOP_K, &constants)
+        };
         let (chunks, merge) = (pass(false), pass(true));
         let shape = TopKShape { cols: vocab as u32, stride: stride as u32, _pad0: 0, _pad1: 0 };
         let scratch = gpu.storage("top_k chunks", (max_rows * vocab.div_ceil(chunk) * stride * 8) as u64);
