@@ -3,16 +3,17 @@
 //! at run time. A GPU's compiler keeps such an array in slow local memory rather than in
 //! registers; the tiled matmul's 4 x 4 accumulator indexed by its loop counters ran 18 times
 //! slower on a real GPU than as four named vec4s, and was fine on lavapipe, which unrolls the
-//! loops. The kernels only CPU-like devices run (whose arrays lavapipe makes registers) are
-//! exempt, and named; every shader file is one or the other, or a prelude.
+//! loops. Three kernels that only CPU-like devices run hold such arrays by design (lavapipe
+//! makes them registers) and are exempt, by name; every shader file is checked, exempt, or a
+//! prelude.
 
 use naga::{AddressSpace, Expression, Handle, Module, TypeInner};
 use onetoken::gpu::{BLOCK_QUANTS, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
 use onetoken::ops;
 
-/// The kernels a GPU runs (the tiled family, attention, the head, the microbenchmarks), and the
-/// CPU-like devices' that hold no such arrays either.
-const GPU_KERNELS: [KernelSpec; 19] = [
+/// The kernels checked: all a GPU runs (the tiled family, attention, the head, the
+/// microbenchmarks), and the CPU-like devices' other than the exempt ones.
+const CHECKED_KERNELS: [KernelSpec; 19] = [
     ops::EMBEDDING,
     ops::RMS_NORM,
     ops::RMS_NORM_ROWS,
@@ -34,8 +35,8 @@ const GPU_KERNELS: [KernelSpec; 19] = [
     standalone("bench_fma", include_str!("../../shaders/bench_fma.wgsl")),
 ];
 
-/// The kernels only CPU-like devices run: the direct linear family and direct attention.
-const CPU_LIKE_KERNELS: [KernelSpec; 3] = [ops::LINEAR_DIRECT, ops::LINEAR_BLOCKS, ops::ATTENTION_DIRECT];
+/// The exempt: the direct linear family and direct attention, for CPU-like devices only.
+const EXEMPT_KERNELS: [KernelSpec; 3] = [ops::LINEAR_DIRECT, ops::LINEAR_BLOCKS, ops::ATTENTION_DIRECT];
 
 const fn standalone(name: &'static str, source: &'static str) -> KernelSpec {
     KernelSpec { name, source, prelude: &[], bindings: &[] }
@@ -96,7 +97,7 @@ fn array_name(module: &Module, function: &naga::Function, mut at: Handle<Express
 
 #[test]
 fn no_gpu_kernel_indexes_a_local_array_at_run_time() {
-    for spec in &GPU_KERNELS {
+    for spec in &CHECKED_KERNELS {
         let found = arrays_indexed_at_run_time(spec.name, &source(spec));
         assert!(found.is_empty(), "{}: arrays indexed at run time (name the values instead): {found:?}", spec.name);
     }
@@ -126,15 +127,15 @@ fn the_check_finds_the_pattern_that_was_slow_and_nothing_else() {
             y[id.x] = pair[0] + pair[1];
         }";
     assert_eq!(arrays_indexed_at_run_time("fast", fast), Vec::<String>::new());
-    // The CPU-like kernels hold such arrays by design (lavapipe unrolls their loops).
-    for spec in &CPU_LIKE_KERNELS {
+    // The exempt kernels hold such arrays by design (lavapipe unrolls their loops).
+    for spec in &EXEMPT_KERNELS {
         assert!(!arrays_indexed_at_run_time(spec.name, &source(spec)).is_empty(), "{}", spec.name);
     }
 }
 
 #[test]
 fn every_shader_file_is_a_checked_kernel_an_exempt_one_or_a_prelude() {
-    let kernels = GPU_KERNELS.iter().chain(&CPU_LIKE_KERNELS);
+    let kernels = CHECKED_KERNELS.iter().chain(&EXEMPT_KERNELS);
     let mut known: Vec<&str> = kernels.flat_map(|k| k.prelude.iter().copied().chain([k.source])).collect();
     known.extend([PACKED, LINEAR, WEIGHT_PAIRS, BLOCK_QUANTS]);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shaders");
@@ -143,7 +144,7 @@ fn every_shader_file_is_a_checked_kernel_an_exempt_one_or_a_prelude() {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
             known.contains(&text.as_str()),
-            "{}: a kernel this test does not know; add it to GPU_KERNELS (or CPU_LIKE_KERNELS)",
+            "{}: a kernel this test does not know; add it to CHECKED_KERNELS",
             path.display()
         );
     }
