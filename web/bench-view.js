@@ -11,9 +11,14 @@ export const ms = (v) => `${v.toFixed(v < 10 ? 1 : 0)} ms`;
 export function showBench(report, t, fill) {
   const m = report.cost_model;
   const perStep = fill(t.decodePerStep, { ms: report.decode_ms_per_step.toFixed(1) });
-  $('cost-model').textContent = m
-    ? `${fill(t.costModel, { a: m.prefill.fixed_ms.toFixed(1), b: m.prefill.per_token_ms.toFixed(3), d: m.decode_ms.toFixed(1) })} · ${perStep}`
-    : perStep;
+  const model = m
+    ? fill(t.costModel, { a: m.prefill.fixed_ms.toFixed(1), b: m.prefill.per_token_ms.toFixed(3), d: m.decode_ms.toFixed(1) })
+    : t.costModelNone;
+  $('cost-model').textContent = `${model} · ${perStep}`;
+  const merged = report.sweep_merged ?? [];
+  const shortest = Math.min(...(report.sweep ?? []).map((r) => r.b.prompt_tokens));
+  $('sweep-merged').hidden = !merged.length;
+  $('sweep-merged').textContent = merged.length ? fill(t.sweepMerged, { lengths: merged.join(', '), tokens: shortest }) : '';
   sweep($('chart-sweep'), report, t.charts);
   batchChart($('chart-batch'), report, t.charts);
   roofline($('chart-roofline'), report, t.charts);

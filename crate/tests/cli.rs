@@ -326,14 +326,18 @@ fn quant_quantizes_on_load_on_the_gpu_and_in_the_cpu_reference() {
     }
     let (ok, _, err) = onetoken(&[&args[..], &["--quant", "q3"]].concat());
     assert!(!ok && err.contains("use q8_0, q5_0 or q4_0"), "{err}");
-    let bench = ["bench", "--model", &model, "--json", "--lengths", "8", "--batch-sizes", "1", "--repeats", "1"];
+    let bench = ["bench", "--model", &model, "--json", "--lengths", "8,16", "--batch-sizes", "1", "--repeats", "1"];
     let report = |extra: &[&str]| -> serde_json::Value {
         let (ok, out, err) = onetoken(&[&bench[..], extra].concat());
         assert!(ok, "{err}");
         serde_json::from_str(&out).unwrap()
     };
     let (plain, q4) = (report(&[]), report(&["--quant", "q4_0"]));
-    // One length fits no line through the prefills (two lengths do: the bench test's).
+    // Both lengths are below the shortest prompt the bench builds: one request, measured once.
+    assert_eq!(plain["sweep"].as_array().unwrap().len(), 1, "{}", plain["sweep"]);
+    assert_eq!(plain["sweep_merged"], serde_json::json!([16]));
+    assert!(plain["sweep"][0]["b"]["prompt_tokens"].as_u64().unwrap() > 16);
+    // One prompt length fits no line through the prefills (two do: the bench test's).
     assert!(plain["cost_model"].is_null(), "{}", plain["cost_model"]);
     assert!(plain["sweep"][0]["predicted_speedup"].is_null(), "{}", plain["sweep"][0]);
     assert_eq!((plain["model"]["quant"].as_str(), q4["model"]["quant"].as_str()), (Some("bf16"), Some("q4_0")));

@@ -65,6 +65,8 @@ export default {
   benchBatches: 'Batch sizes',
   benchRunning: 'Measuring…',
   costModel: 'Cost model: T = {a} ms + {b} ms × P + N × {d} ms',
+  costModelNone: 'Cost model: not fitted (it takes two or more prompt lengths)',
+  sweepMerged: 'Lengths {lengths} are below the shortest prompt the benchmark builds ({tokens} tokens): measured once, as that point.',
   decodePerStep: 'decode: {ms} ms per step',
   error: 'Error',
   reload: 'Reload the model',

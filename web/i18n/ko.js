@@ -65,6 +65,8 @@ export default {
   benchBatches: '배치 크기',
   benchRunning: '측정 중…',
   costModel: '비용 모델: T = {a} ms + {b} ms × P + N × {d} ms',
+  costModelNone: '비용 모델: 맞추지 않음 (프롬프트 길이가 둘 이상 필요합니다)',
+  sweepMerged: '길이 {lengths}: 벤치마크가 만드는 가장 짧은 프롬프트({tokens} 토큰)보다 짧아서 그 점에서 한 번만 측정했습니다.',
   decodePerStep: 'decode: 단계당 {ms} ms',
   error: '오류',
   reload: '모델 다시 불러오기',

@@ -14,7 +14,7 @@ before(async () => {
   await page.evaluate(async () => {
     const records = await window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'], strategy: 'all' });
     window.onetoken.show(records);
-    await window.onetoken.bench({ lengths: [16, 32], batch_sizes: [1, 2], repeats: 1, profile: true });
+    await window.onetoken.bench({ lengths: [16, 64], batch_sizes: [1, 2], repeats: 1, profile: true });
   });
 });
 

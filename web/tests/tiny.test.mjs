@@ -103,6 +103,10 @@ test('a short benchmark fills the sweep, batch and roofline charts', async () =>
 test('bench with profile: true times every dispatch of a prefill and a decode step', async () => {
   const report = await page.evaluate(() =>
     window.onetoken.bench({ lengths: [20], batch_sizes: [1], repeats: 1, profile: true }));
+  // One prompt length fits no cost model, and the page says so.
+  assert.equal(report.cost_model, null);
+  assert.match(await page.textContent('#cost-model'), /^Cost model: not fitted \(it takes two or more prompt lengths\) · decode: /);
+  assert.equal(await page.isVisible('#sweep-merged'), false);
   // WebGPU has timestamps only at a pass's beginning and end.
   assert.equal(report.profile.timing, 'pass-per-dispatch');
   const phases = report.profile.phases;
@@ -135,7 +139,13 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
 });
 
 test("the article's example stands beside this device's figures, computed from its cost model", async () => {
-  const report = await page.evaluate(() => window.onetoken.bench({ lengths: [24, 48], batch_sizes: [1], repeats: 1 }));
+  const report = await page.evaluate(() => window.onetoken.bench({ lengths: [24, 40, 80], batch_sizes: [1], repeats: 1 }));
+  // 24 and 40 tokens are both below the shortest prompt the bench builds: one point, and a note.
+  assert.deepEqual([report.sweep.length, report.sweep_merged], [2, [40]]);
+  const shortest = report.sweep[0].b.prompt_tokens;
+  assert.ok(shortest > 40, `${shortest}`);
+  assert.equal(await page.textContent('#sweep-merged'),
+    `Lengths 40 are below the shortest prompt the benchmark builds (${shortest} tokens): measured once, as that point.`);
   const cells = await page.$$eval('#article-table tr', (rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
   assert.deepEqual(cells[0].slice(1), ['Article (a hosted GPU)', 'This device (from its cost model)']);
   const row = (label) => cells.find((c) => c[0].startsWith(label)).slice(1);

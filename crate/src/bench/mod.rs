@@ -278,6 +278,9 @@ pub struct BenchReport {
     pub model: ModelInfo,
     pub micro: Micro,
     pub sweep: Vec<SweepRow>,
+    /// Asked-for lengths below the shortest prompt the bench builds (its chat template and
+    /// question around an empty document): their request is the shortest row's, measured once.
+    pub sweep_merged: Vec<usize>,
     pub decode_ms_per_step: f64,
     /// What encoding ahead saves a decode step (at the sweep's first length).
     pub encode_ahead: Option<EncodeAhead>,
@@ -362,6 +365,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         encode_ahead,
         cost_model: sweep.cost_model,
         sweep: sweep.rows,
+        sweep_merged: sweep.merged,
         batch,
         batch_skipped,
         profile,
@@ -372,6 +376,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
 /// The prompt-length sweep: rows, the median decode step, and the cost model fitted to them.
 struct Sweep {
     rows: Vec<SweepRow>,
+    merged: Vec<usize>,
     decode_ms: f64,
     cost_model: Option<CostModel>,
 }
@@ -382,15 +387,22 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
     let mut rows = Vec::new();
     let mut decode_steps_ms = Vec::new();
     let mut fit_points = Vec::new();
+    let (mut requests, mut merged) = (Vec::new(), Vec::new());
     for &length in &options.lengths {
-        progress(&format!("prompt of {length} tokens: A, B, B full head"));
         let req = request_of_length(engine, length)?;
+        // Lengths below the shortest prompt all make the same request: measured once.
+        if requests.contains(&req) {
+            merged.push(length);
+            continue;
+        }
+        progress(&format!("prompt of {length} tokens: A, B, B full head"));
         let a = median_run(engine, &req, Strategy::TokenByToken, options.repeats).await?;
         let b = median_run(engine, &req, Strategy::PrefillOneToken, options.repeats).await?;
         let bf = median_run(engine, &req, Strategy::PrefillOneTokenFullHead, options.repeats).await?;
         decode_steps_ms.extend(a.timings_ms.decode.iter().copied());
         fit_points.push((bf.prompt_tokens as f64, bf.timings_ms.prefill));
         fit_points.push((a.prompt_tokens as f64, a.timings_ms.prefill));
+        requests.push(req);
         rows.push(SweepRow {
             length,
             speedup: a.timings_ms.total / b.timings_ms.total,
@@ -404,11 +416,10 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
         });
     }
     let decode_ms = median(&decode_steps_ms);
-    // One length's two prompts (A's and B's) lie a few tokens apart: a line through them would
-    // be all noise (a swing of a few ms reads as hundreds per token), so it takes two lengths.
-    let lengths: std::collections::BTreeSet<usize> = options.lengths.iter().copied().collect();
+    // One request's two prompts (A's and B's) lie a few tokens apart: a line through them would
+    // be all noise (a swing of a few ms reads as hundreds per token), so it takes two rows.
     let cost_model =
-        PrefillFit::fit(&fit_points).filter(|_| lengths.len() >= 2).map(|prefill| CostModel { prefill, decode_ms });
+        PrefillFit::fit(&fit_points).filter(|_| rows.len() >= 2).map(|prefill| CostModel { prefill, decode_ms });
     if let Some(m) = &cost_model {
         for row in &mut rows {
             let (a, b) = (
@@ -418,7 +429,7 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
             (row.predicted_a_ms, row.predicted_b_ms, row.predicted_speedup) = (Some(a), Some(b), Some(a / b));
         }
     }
-    Ok(Sweep { rows, decode_ms, cost_model })
+    Ok(Sweep { rows, merged, decode_ms, cost_model })
 }
 
 /// A's decode steps at `length`, `repeats` runs with each step's commands encoded ahead and as

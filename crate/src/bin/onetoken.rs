@@ -444,6 +444,13 @@ fn print_report(r: &BenchReport) {
             s.speedup_full_head
         );
     }
+    if let (false, Some(shortest)) = (r.sweep_merged.is_empty(), r.sweep.iter().map(|s| s.b.prompt_tokens).min()) {
+        let merged: Vec<String> = r.sweep_merged.iter().map(usize::to_string).collect();
+        println!(
+            "lengths {} are below the shortest prompt the bench builds ({shortest} tokens): measured once, in its row",
+            merged.join(", ")
+        );
+    }
     println!("\ndecode: {:.2} ms/step (wall, median)", r.decode_ms_per_step);
     if let Some(e) = &r.encode_ahead {
         println!(
@@ -463,7 +470,7 @@ fn print_report(r: &BenchReport) {
             "cost model: T = {:.2} ms + {:.4} ms x P + N x {:.2} ms",
             m.prefill.fixed_ms, m.prefill.per_token_ms, m.decode_ms
         ),
-        None => println!("cost model: not fitted (it takes a sweep of two or more lengths)"),
+        None => println!("cost model: not fitted (it takes a sweep of two or more prompt lengths)"),
     }
     let f = &r.roofline;
     println!(
