@@ -266,6 +266,20 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             assert_eq!(count("attention_grouped"), if prefill_on_gpu { 2 } else { 0 }, "{names:?}");
             let whole = usize::from(decode_on_gpu && !long_decode) * 2;
             assert_eq!(count("attention"), whole, "{names:?}");
+            // The FLOPs the dispatches count are the forward's: per token and layer 2 x (QKV
+            // 64 x 128 + o 64 x 64 + gate and up 64 x 256 + down 128 x 64), the head's 2 x 64 x
+            // 512 for the one row it scores, and in each layer attention's 4 x 4 heads x 16 per
+            // (query, key) pair, the query's own key included.
+            let flops_of = |names: &[&str]| -> u64 {
+                let of = |d: &&serde_json::Value| names.contains(&d["kernel"].as_str().unwrap());
+                dispatches.iter().filter(of).map(|d| d["flops"].as_u64().unwrap()).sum()
+            };
+            let (tokens, context) = (p["tokens"].as_u64().unwrap(), p["context"].as_u64().unwrap());
+            let linear = 2 * 2 * tokens * (64 * 128 + 64 * 64 + 64 * 256 + 128 * 64) + 2 * 64 * 512;
+            assert_eq!(flops_of(&["matmul", "matvec", "linear_direct"]), linear, "{}", p["phase"]);
+            let pairs = tokens * context + tokens * (tokens + 1) / 2;
+            let attention = ["attention", "attention_grouped", "attention_direct", "attention_split"];
+            assert_eq!(flops_of(&attention), 2 * 4 * 4 * 16 * pairs, "{}", p["phase"]);
             let kernels_ms = p["kernels_ms"].as_f64().unwrap();
             assert!((kernels_ms - sum).abs() < 1e-6 * sum.max(1.0), "{kernels_ms} vs {sum}");
             assert!(kernels_ms > 0.0 && p["gpu_ms"].as_f64().unwrap() > 0.0);

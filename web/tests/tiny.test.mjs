@@ -119,6 +119,14 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
     for (const d of p.dispatches) {
       assert.ok(d.kernel && typeof d.gpu_ms === 'number' && d.bytes >= 0 && d.flops >= 0, JSON.stringify(d));
     }
+    // The FLOPs counted are the forward's: per token and layer 2 x (QKV 64 x 128 + o 64 x 64 +
+    // gate and up 64 x 256 + down 128 x 64), the head's 2 x 64 x 512 for its one row, and in
+    // each layer attention's 4 x 4 heads x 16 per (query, key) pair.
+    const flops = (names) => p.dispatches.filter((d) => names.includes(d.kernel)).reduce((a, d) => a + d.flops, 0);
+    const linear = 2 * 2 * p.tokens * (64 * 128 + 64 * 64 + 64 * 256 + 128 * 64) + 2 * 64 * 512;
+    assert.equal(flops(['matmul', 'matvec', 'linear_direct']), linear, p.phase);
+    const pairs = p.tokens * p.context + (p.tokens * (p.tokens + 1)) / 2;
+    assert.equal(flops(['attention', 'attention_grouped', 'attention_direct', 'attention_split']), 2 * 4 * 4 * 16 * pairs, p.phase);
     const sum = p.dispatches.reduce((a, d) => a + d.gpu_ms, 0);
     assert.ok(Math.abs(sum - p.kernels_ms) < 1e-6 * Math.max(1, sum));
     // Runs averaged until they add up to 50 ms; a phase run more than once says so in the chart.

@@ -40,9 +40,32 @@ const FMA: KernelSpec = KernelSpec {
 /// Threads per workgroup of the copy and FMA probes (their `WORKGROUP`).
 const PROBE_WORKGROUP: u32 = 256;
 
-/// Runs `dispatch` `repeats` times in one pass and submit and returns ms per run (GPU time where
-/// the device has timestamps, else wall time around submit and completion).
+/// Shortest total a timing takes: browsers round timestamps to 100 µs, and a submit's own
+/// latency is of that order, so a run of a fast kernel on a large GPU is repeated until the
+/// whole takes at least this long.
+const MIN_TIMED_MS: f64 = 2.0;
+
+/// Most runs in one timing (a kernel that still takes under [`MIN_TIMED_MS`] for this many is
+/// timed as it is).
+const MAX_REPEATS: u32 = 4096;
+
+/// Runs `dispatch` at least `repeats` times in one pass and submit, eight times as many until
+/// the whole takes [`MIN_TIMED_MS`], and returns ms per run: GPU time where the device has
+/// timestamps, else wall time around submit and completion (and whether it was GPU time).
 async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)) -> Result<(f64, bool)> {
+    let mut repeats = repeats.max(1);
+    loop {
+        let (total_ms, gpu_timed) = time_runs(gpu, repeats, &dispatch).await?;
+        if total_ms >= MIN_TIMED_MS || repeats >= MAX_REPEATS {
+            return Ok((total_ms / f64::from(repeats), gpu_timed));
+        }
+        repeats = (repeats * 8).min(MAX_REPEATS);
+    }
+}
+
+/// Total ms of `repeats` runs of `dispatch` in one submit, on the GPU's clock where it reads
+/// more than zero, else on the wall clock.
+async fn time_runs(gpu: &Gpu, repeats: u32, dispatch: &impl Fn(&mut Dispatcher)) -> Result<(f64, bool)> {
     let timer = PassTimer::new(gpu, 1);
     let staging = gpu.staging("bench stamps", 16);
     let start = now_ms();
@@ -61,11 +84,7 @@ async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)
     let bytes = read_buffer(gpu, &staging, 16).await?;
     let wall = now_ms() - start;
     let gpu_ms = PassTimer::ms(gpu, &bytes, 0);
-    Ok(if timer.is_some() && gpu_ms > 0.0 {
-        (gpu_ms / f64::from(repeats), true)
-    } else {
-        (wall / f64::from(repeats), false)
-    })
+    Ok(if timer.is_some() && gpu_ms > 0.0 { (gpu_ms, true) } else { (wall, false) })
 }
 
 /// Copy bandwidth and FMA throughput of this device, the linear kernels alone, and attention

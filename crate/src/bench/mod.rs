@@ -260,13 +260,21 @@ pub struct BatchPoint {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Roofline {
-    /// Decode: weight bytes per step / median step time, and as a fraction of copy bandwidth.
+    /// Decode: weight bytes per step / median step time (wall: every overhead included), and as
+    /// a fraction of copy bandwidth.
     pub decode_gbps: f64,
     pub decode_fraction: f64,
-    /// Prefill at the longest length: flops / prefill time, and as a fraction of FMA throughput.
+    /// Prefill at the longest length: flops / prefill time (wall), and as a fraction of FMA
+    /// throughput.
     pub prefill_gflops: f64,
     pub prefill_fraction: f64,
     pub prefill_tokens: usize,
+    /// The same on the GPU's clock, as the microbenchmarks are timed (null without timestamps):
+    /// what the kernels reach, without the host's submits and readbacks.
+    pub gpu_decode_gbps: Option<f64>,
+    pub gpu_decode_fraction: Option<f64>,
+    pub gpu_prefill_gflops: Option<f64>,
+    pub gpu_prefill_fraction: Option<f64>,
     /// Lower bound of a decode step at the measured copy bandwidth, ms.
     pub decode_floor_ms: f64,
 }
@@ -426,7 +434,9 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
                 m.predict(row.a.prompt_tokens as f64, row.a.decode_steps as f64),
                 m.predict(row.b_full_head.prompt_tokens as f64, 0.0),
             );
-            (row.predicted_a_ms, row.predicted_b_ms, row.predicted_speedup) = (Some(a), Some(b), Some(a / b));
+            // A line fitted through noise can predict no time at all for B: no ratio then.
+            let speedup = (b > 0.0).then_some(a / b);
+            (row.predicted_a_ms, row.predicted_b_ms, row.predicted_speedup) = (Some(a), Some(b), speedup);
         }
     }
     Ok(Sweep { rows, merged, decode_ms, cost_model })
@@ -516,20 +526,29 @@ impl DeviceInfo {
 
 impl Roofline {
     /// Decode from the median step and the weight bytes it reads; prefill from the longest
-    /// length's full-head prefill.
+    /// prompt's full-head prefill (the sweep's lengths come in any order).
     fn new(config: &Qwen2Config, sweep: &Sweep, decode_bytes: u64, micro: &Micro) -> Self {
-        let decode_ms = sweep.decode_ms;
-        let decode_gbps = if decode_ms > 0.0 { decode_bytes as f64 / (decode_ms * 1e6) } else { 0.0 };
-        let (prefill_tokens, prefill_ms) =
-            sweep.rows.last().map_or((0, 0.0), |r| (r.b_full_head.prompt_tokens, r.b_full_head.prefill_ms));
-        let prefill_gflops =
-            if prefill_ms > 0.0 { forward_flops(config, prefill_tokens, 0, 1) / (prefill_ms * 1e6) } else { 0.0 };
+        let per_ms = |amount: f64, ms: f64| if ms > 0.0 { amount / (ms * 1e6) } else { 0.0 };
+        let decode_gbps = per_ms(decode_bytes as f64, sweep.decode_ms);
+        let longest = sweep.rows.iter().map(|r| &r.b_full_head).max_by_key(|p| p.prompt_tokens);
+        let prefill_tokens = longest.map_or(0, |p| p.prompt_tokens);
+        let flops = forward_flops(config, prefill_tokens, 0, 1);
+        let prefill_gflops = per_ms(flops, longest.map_or(0.0, |p| p.prefill_ms));
+        // GPU time where every step and the longest prefill have it.
+        let gpu_steps: Option<Vec<&[f64]>> = sweep.rows.iter().map(|r| r.a.gpu_decode_ms.as_deref()).collect();
+        let gpu_step_ms = gpu_steps.map(|s| s.concat()).filter(|s| !s.is_empty()).map(|s| median(&s));
+        let gpu_decode_gbps = gpu_step_ms.map(|ms| per_ms(decode_bytes as f64, ms));
+        let gpu_prefill_gflops = longest.and_then(|p| p.gpu_prefill_ms).map(|ms| per_ms(flops, ms));
         Roofline {
             decode_gbps,
             decode_fraction: decode_gbps / micro.copy_gbps,
             prefill_gflops,
             prefill_fraction: prefill_gflops / micro.fma_gflops,
             prefill_tokens,
+            gpu_decode_gbps,
+            gpu_decode_fraction: gpu_decode_gbps.map(|g| g / micro.copy_gbps),
+            gpu_prefill_gflops,
+            gpu_prefill_fraction: gpu_prefill_gflops.map(|g| g / micro.fma_gflops),
             decode_floor_ms: decode_bytes as f64 / (micro.copy_gbps * 1e6),
         }
     }

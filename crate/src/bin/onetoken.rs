@@ -474,7 +474,8 @@ fn print_report(r: &BenchReport) {
     }
     let f = &r.roofline;
     println!(
-        "roofline: decode {:.1} GB/s = {:.0}% of copy bandwidth (floor {:.2} ms/step); prefill ({} tokens) {:.1} GFLOP/s = {:.0}% of FMA",
+        "roofline, wall time (every overhead): decode {:.1} GB/s = {:.0}% of copy bandwidth (floor {:.2} ms/step); \
+         prefill ({} tokens) {:.1} GFLOP/s = {:.0}% of FMA",
         f.decode_gbps,
         100.0 * f.decode_fraction,
         f.decode_floor_ms,
@@ -482,6 +483,15 @@ fn print_report(r: &BenchReport) {
         f.prefill_gflops,
         100.0 * f.prefill_fraction
     );
+    if let (Some(d), Some(df), Some(p), Some(pf)) =
+        (f.gpu_decode_gbps, f.gpu_decode_fraction, f.gpu_prefill_gflops, f.gpu_prefill_fraction)
+    {
+        println!(
+            "roofline, GPU time (the kernels): decode {d:.1} GB/s = {:.0}% of copy bandwidth; prefill {p:.1} GFLOP/s = {:.0}% of FMA",
+            100.0 * df,
+            100.0 * pf
+        );
+    }
     println!("\n{:>6} {:>8} {:>10} {:>12} {:>14}", "N", "shared", "tokens", "latency ms", "judgments/s");
     for b in &r.batch {
         println!(
@@ -497,6 +507,11 @@ fn print_report(r: &BenchReport) {
     }
 }
 
+/// `part` as a percentage of `whole`; "-" where there is no whole (a device without timestamps).
+fn percent(part: f64, whole: f64) -> String {
+    if whole > 0.0 { format!("{:.0}%", 100.0 * part / whole) } else { "-".into() }
+}
+
 /// Per phase: its GPU time, the kernels' sum and count (and what that many dispatches cost at
 /// `dispatch_us` each, doing nothing), then each kernel's share and roofline.
 fn print_profile(p: &onetoken::profile::Profile, dispatch_us: f64) {
@@ -509,14 +524,14 @@ fn print_profile(p: &onetoken::profile::Profile, dispatch_us: f64) {
     println!("\nprofile: {timing}");
     for phase in &p.phases {
         println!(
-            "\n{} of {} tokens after {}: GPU {:.3} ms; kernels one by one {:.3} ms ({:.0}% of it) in {} dispatches \
+            "\n{} of {} tokens after {}: GPU {:.3} ms; kernels one by one {:.3} ms ({} of it) in {} dispatches \
              (their fixed cost alone {:.3} ms), mean of {} runs",
             phase.phase,
             phase.tokens,
             phase.context,
             phase.gpu_ms,
             phase.kernels_ms,
-            100.0 * phase.kernels_ms / phase.gpu_ms,
+            percent(phase.kernels_ms, phase.gpu_ms),
             phase.dispatch_count,
             phase.dispatch_count as f64 * dispatch_us / 1000.0,
             phase.runs

@@ -72,7 +72,7 @@ impl KvWrite {
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
-        let values = m as usize * self.kv_dim;
+        let values = u64::from(m) * self.kv_dim as u64;
         pass.dispatch(
             &self.kernel,
             &self.group,
@@ -317,16 +317,17 @@ impl Attention {
             path => path,
         };
         let d = &self.dims;
-        let queries = m as usize * d.heads * d.head_dim;
+        let (heads, kv_heads, head_dim) = (d.heads as u64, d.kv_heads as u64, d.head_dim as u64);
+        let queries = u64::from(m) * heads * head_dim;
         // Appending writes the new key 16 bytes at a time (attention_append.wgsl).
         let append = keys.decode_step
             && d.head_dim.is_multiple_of(4)
             && matches!(path, AttentionPath::Whole | AttentionPath::Split);
         // Appended rows are read from q, not from the cache, and written to the cache.
-        let new_rows = if append { m as usize } else { 0 };
-        let cache = (keys.rows as usize).saturating_sub(new_rows) * d.kv_heads * d.head_dim * 2;
-        let appended = 2 * new_rows * d.kv_heads * d.head_dim * 2;
-        let scores = 4 * d.heads * d.head_dim * keys.pairs as usize;
+        let new_rows = if append { u64::from(m) } else { 0 };
+        let cache = keys.rows.saturating_sub(new_rows) * kv_heads * head_dim * 2;
+        let appended = 2 * new_rows * kv_heads * head_dim * 2;
+        let scores = 4 * heads * head_dim * keys.pairs;
         if !append {
             self.kv_write.encode(pass, m);
         }
@@ -334,7 +335,7 @@ impl Attention {
         match (path, &self.grouped) {
             (AttentionPath::Split, _) => {
                 let chunks = keys.longest.div_ceil(ATTENTION_CHUNK as u32).max(1);
-                let partial = m as usize * d.heads * chunks as usize * (d.head_dim + 2);
+                let partial = u64::from(m) * heads * u64::from(chunks) * (head_dim + 2);
                 let (split_kernel, group) = &self.split[kernel];
                 let split = work(4 * (queries + cache + partial + appended), scores);
                 pass.dispatch(split_kernel, group, (self.heads, m, chunks), split);
@@ -381,6 +382,6 @@ fn grouped_fits(dims: &AttentionDims) -> bool {
 pub fn kv_copy(gpu: &Gpu, pass: &mut Pass, cache: (&wgpu::Buffer, &wgpu::Buffer), shape: KvCopyShape) {
     let kernel = gpu.kernel(&KV_COPY, &[workgroup(KV_WORKGROUP)]);
     let group = gpu.bind(&kernel, &[&gpu.uniform("kv_copy", &shape), cache.0, cache.1]);
-    let values = (shape.rows * shape.kv_dim) as usize;
+    let values = u64::from(shape.rows) * u64::from(shape.kv_dim);
     pass.dispatch(&kernel, &group, (shape.kv_dim.div_ceil(KV_WORKGROUP), shape.rows, 1), work(values * 16, 0));
 }

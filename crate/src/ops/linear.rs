@@ -411,23 +411,25 @@ impl Linear {
 
     /// Encodes the layer for `m` token rows.
     pub fn encode(&self, pass: &mut Pass, m: u32) {
-        let (m_, k) = (m as usize, self.k);
+        // Counted in u64: on wasm32 a usize 2 m k n wraps (0.5B's gate and up at 256 tokens: 4.5e9).
+        let (m_, k) = (u64::from(m), self.k as u64);
         for chunk in &self.chunks {
-            let rows = chunk.rows;
+            let rows = chunk.rows as u64;
             let outputs = if self.swiglu { rows / 2 } else { rows };
-            let y = m_ * outputs * 4 * (1 + usize::from(self.accumulate));
-            let x = m_ * k * 4 + self.extra_reads.0 + m_ * self.extra_reads.1;
-            let weights = rows * self.row_bytes;
-            if let (Some(split), Some((to_partials, from_partials))) = (self.split_for(m, rows), &chunk.split) {
-                let partials = split.parts as usize * m_ * rows * 4;
-                let grid = (div_up(rows, 32), m.div_ceil(32), split.parts);
-                pass.dispatch(&split.matmul, to_partials, grid, work(weights + x + partials, 2 * m_ * k * rows));
-                let grid = (div_up(rows, SPLIT_SUM_WORKGROUP as usize), m, 1);
+            let y = m_ * outputs * 4 * (1 + u64::from(self.accumulate));
+            let x = m_ * k * 4 + self.extra_reads.0 as u64 + m_ * self.extra_reads.1 as u64;
+            let weights = rows * self.row_bytes as u64;
+            let flops = 2 * m_ * k * rows;
+            if let (Some(split), Some((to_partials, from_partials))) = (self.split_for(m, chunk.rows), &chunk.split) {
+                let partials = u64::from(split.parts) * m_ * rows * 4;
+                let grid = (div_up(chunk.rows, 32), m.div_ceil(32), split.parts);
+                pass.dispatch(&split.matmul, to_partials, grid, work(weights + x + partials, flops));
+                let grid = (div_up(chunk.rows, SPLIT_SUM_WORKGROUP as usize), m, 1);
                 pass.dispatch(&split.sum, from_partials, grid, work(partials + y, partials / 4));
                 continue;
             }
-            let (kernel, grid) = self.pick(m, rows);
-            pass.dispatch(kernel, &chunk.group, grid, work(weights + x + y, 2 * m_ * k * rows));
+            let (kernel, grid) = self.pick(m, chunk.rows);
+            pass.dispatch(kernel, &chunk.group, grid, work(weights + x + y, flops));
         }
     }
 

@@ -138,7 +138,8 @@ fn grid_2d(count: u32) -> (u32, u32) {
     if count <= 65_535 { (count, 1) } else { (65_535, count.div_ceil(65_535)) }
 }
 
-/// Work of a dispatch: bytes moved and FLOPs done, from element counts (f32 = 4 bytes).
-fn work(bytes: usize, flops: usize) -> Work {
-    Work { bytes: bytes as u64, flops: flops as u64 }
+/// Work of a dispatch: bytes moved and FLOPs done. Callers count in u64, not usize: on wasm32 a
+/// layer's or the cache's counts pass 2^32 (f32 = 4 bytes).
+fn work(bytes: u64, flops: u64) -> Work {
+    Work { bytes, flops }
 }

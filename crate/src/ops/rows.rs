@@ -53,7 +53,7 @@ impl Embedding {
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         // Each token's row is read from one chunk: the bytes are shared out among them.
         let c = &self.0;
-        let bytes = m as usize * (c.row_bytes + 4 * c.cols) / c.count();
+        let bytes = u64::from(m) * (c.row_bytes + 4 * c.cols) as u64 / c.count() as u64;
         c.dispatch_each(pass, (div_up(c.cols / 2, EMBEDDING_WORKGROUP as usize), m, 1), work(bytes, 0));
     }
 }
@@ -116,8 +116,8 @@ impl RmsNorm {
     }
 
     pub fn encode(&self, pass: &mut Pass, rows: u32) {
-        let values = rows as usize * self.cols;
-        pass.dispatch(&self.kernel, &self.group, (rows, 1, 1), work(values * 8 + self.cols * 4, values * 4));
+        let values = u64::from(rows) * self.cols as u64;
+        pass.dispatch(&self.kernel, &self.group, (rows, 1, 1), work(values * 8 + self.cols as u64 * 4, values * 4));
     }
 }
 
@@ -136,7 +136,7 @@ impl SiluMul {
     }
 
     pub fn encode(&self, pass: &mut Pass, m: u32) {
-        let values = m as usize * self.cols;
+        let values = u64::from(m) * self.cols as u64;
         pass.dispatch(
             &self.kernel,
             &self.group,
@@ -161,7 +161,7 @@ impl GatherRows {
     }
 
     pub fn encode(&self, pass: &mut Pass, rows: u32) {
-        let values = rows as usize * self.cols;
+        let values = u64::from(rows) * self.cols as u64;
         pass.dispatch(
             &self.kernel,
             &self.group,
@@ -227,10 +227,10 @@ impl TopK {
     /// its chunks' k best).
     pub fn encode(&self, pass: &mut Pass, rows: u32, k: usize) {
         let count = self.vocab.div_ceil(self.chunk);
-        let reads = rows as usize * self.vocab * k;
-        let written = rows as usize * count * (1 + k);
+        let reads = u64::from(rows) * (self.vocab * k) as u64;
+        let written = u64::from(rows) * (count * (1 + k)) as u64;
         pass.dispatch(&self.chunks, &self.group, (count as u32, rows, 1), work(reads * 4 + written * 8, reads * 2));
-        let merged = written * k;
+        let merged = written * k as u64;
         pass.dispatch(&self.merge, &self.group, (1, rows, 1), work(merged * 8, merged * 2));
     }
 }
@@ -248,8 +248,8 @@ impl LmHeadRows {
     pub fn encode(&self, pass: &mut Pass, ids: u32, rows: u32) {
         // Each id's row lives in one chunk: the work is shared out among them.
         let c = &self.0;
-        let (ids, rows, chunks) = (ids as usize, rows as usize, c.count());
-        let bytes = (ids * c.row_bytes + rows * c.cols * 4) / chunks;
-        c.dispatch_each(pass, (ids as u32, rows as u32, 1), work(bytes, 2 * ids * rows * c.cols / chunks));
+        let (n_ids, n_rows, cols, chunks) = (u64::from(ids), u64::from(rows), c.cols as u64, c.count() as u64);
+        let bytes = (n_ids * c.row_bytes as u64 + n_rows * cols * 4) / chunks;
+        c.dispatch_each(pass, (ids, rows, 1), work(bytes, 2 * n_ids * n_rows * cols / chunks));
     }
 }

@@ -28,7 +28,7 @@ pub fn fill_synthetic(gpu: &Gpu, pass: &mut Pass, m: &PackedMatrix, seed: u32, s
         let shape = SyntheticShape { seed, first: (c.row_start * m.cols()) as u32, pairs: pairs as u32, scale };
         let group = gpu.bind(&kernel, &[&gpu.uniform("synthetic", &shape), &c.buffer]);
         let (x, y) = grid_2d(div_up(pairs, SYNTHETIC_WORKGROUP as usize));
-        pass.dispatch(&kernel, &group, (x, y, 1), work(c.rows * m.row_bytes() as usize, 0));
+        pass.dispatch(&kernel, &group, (x, y, 1), work(c.rows as u64 * m.row_bytes(), 0));
     }
 }
 
