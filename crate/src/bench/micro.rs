@@ -51,21 +51,25 @@ const MAX_REPEATS: u32 = 4096;
 
 /// Runs `dispatch` at least `repeats` times in one pass and submit, eight times as many until
 /// the whole takes [`MIN_TIMED_MS`], and returns ms per run: GPU time where the device has
-/// timestamps, else wall time around submit and completion (and whether it was GPU time).
+/// timestamps, else wall time around submit and completion (and whether it was GPU time). With
+/// timestamps the GPU's clock decides when to stop: a rounded clock reads 0 for a short run
+/// while the wall time, a submit and a readback, can already pass [`MIN_TIMED_MS`].
 async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)) -> Result<(f64, bool)> {
     let mut repeats = repeats.max(1);
     loop {
-        let (total_ms, gpu_timed) = time_runs(gpu, repeats, &dispatch).await?;
+        let (gpu_ms, wall_ms) = time_runs(gpu, repeats, &dispatch).await?;
+        let total_ms = gpu_ms.unwrap_or(wall_ms);
         if total_ms >= MIN_TIMED_MS || repeats >= MAX_REPEATS {
-            return Ok((total_ms / f64::from(repeats), gpu_timed));
+            let timed = gpu_ms.filter(|&ms| ms > 0.0);
+            return Ok((timed.unwrap_or(wall_ms) / f64::from(repeats), timed.is_some()));
         }
         repeats = (repeats * 8).min(MAX_REPEATS);
     }
 }
 
-/// Total ms of `repeats` runs of `dispatch` in one submit, on the GPU's clock where it reads
-/// more than zero, else on the wall clock.
-async fn time_runs(gpu: &Gpu, repeats: u32, dispatch: &impl Fn(&mut Dispatcher)) -> Result<(f64, bool)> {
+/// Total ms of `repeats` runs of `dispatch` in one submit: on the GPU's clock where the device
+/// has timestamps, and on the wall clock.
+async fn time_runs(gpu: &Gpu, repeats: u32, dispatch: &impl Fn(&mut Dispatcher)) -> Result<(Option<f64>, f64)> {
     let timer = PassTimer::new(gpu, 1);
     let staging = gpu.staging("bench stamps", 16);
     let start = now_ms();
@@ -83,8 +87,7 @@ async fn time_runs(gpu: &Gpu, repeats: u32, dispatch: &impl Fn(&mut Dispatcher))
     gpu.queue().submit([encoder.finish()]);
     let bytes = read_buffer(gpu, &staging, 16).await?;
     let wall = now_ms() - start;
-    let gpu_ms = PassTimer::ms(gpu, &bytes, 0);
-    Ok(if timer.is_some() && gpu_ms > 0.0 { (gpu_ms, true) } else { (wall, false) })
+    Ok((timer.map(|_| PassTimer::ms(gpu, &bytes, 0)), wall))
 }
 
 /// Copy bandwidth and FMA throughput of this device, the linear kernels alone, and attention
@@ -122,11 +125,12 @@ pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: 
     Ok(Micro { copy_gbps, fma_gflops, gpu_timed, dispatch_us, linear, prefill_linear, prefill_attention })
 }
 
-/// Dispatches in the chain that [`dispatch_us`] times.
+/// Dispatches in the chain that [`dispatch_us`] times, at least (a device that runs them in
+/// under [`MIN_TIMED_MS`] is timed over eight times as many, and so on).
 const CHAINED_DISPATCHES: u32 = 256;
 
 /// Microseconds of GPU time per dispatch in a chain where each must wait for the one before:
-/// [`CHAINED_DISPATCHES`] copies of 4 KiB by one workgroup, back and forth between two buffers,
+/// [`CHAINED_DISPATCHES`] or more copies of 4 KiB by one workgroup, back and forth between two buffers,
 /// so each reads what the one before wrote (and the device puts a barrier between them, as
 /// between a forward's kernels). The work itself is a few hundred nanoseconds at most; what is
 /// left is the launch and the barrier.

@@ -536,9 +536,10 @@ impl Roofline {
         let prefill_gflops = per_ms(flops, longest.map_or(0.0, |p| p.prefill_ms));
         // GPU time where every step and the longest prefill have it.
         let gpu_steps: Option<Vec<&[f64]>> = sweep.rows.iter().map(|r| r.a.gpu_decode_ms.as_deref()).collect();
-        let gpu_step_ms = gpu_steps.map(|s| s.concat()).filter(|s| !s.is_empty()).map(|s| median(&s));
+        let gpu_step_ms = gpu_steps.map(|s| s.concat()).map(|s| median(&s)).filter(|&ms| ms > 0.0);
         let gpu_decode_gbps = gpu_step_ms.map(|ms| per_ms(decode_bytes as f64, ms));
-        let gpu_prefill_gflops = longest.and_then(|p| p.gpu_prefill_ms).map(|ms| per_ms(flops, ms));
+        let gpu_prefill_gflops =
+            longest.and_then(|p| p.gpu_prefill_ms).filter(|&ms| ms > 0.0).map(|ms| per_ms(flops, ms));
         Roofline {
             decode_gbps,
             decode_fraction: decode_gbps / micro.copy_gbps,
