@@ -130,9 +130,9 @@ pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: 
 const CHAINED_DISPATCHES: u32 = 256;
 
 /// Microseconds of GPU time per dispatch in a chain where each must wait for the one before:
-/// [`CHAINED_DISPATCHES`] or more copies of 4 KiB by one workgroup, back and forth between two buffers,
-/// so each reads what the one before wrote (and the device puts a barrier between them, as
-/// between a forward's kernels). The work itself is a few hundred nanoseconds at most; what is
+/// [`CHAINED_DISPATCHES`] or more copies of 4 KiB by one workgroup, back and forth between two
+/// buffers, so each reads what the one before wrote (and the device puts a barrier between them,
+/// as between a forward's kernels). The work itself is a few hundred nanoseconds at most; what is
 /// left is the launch and the barrier.
 async fn dispatch_us(gpu: &Gpu, copy: &Kernel) -> Result<f64> {
     let (a, b) = (gpu.storage("chain a", 4096), gpu.storage("chain b", 4096));
@@ -285,4 +285,45 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
     };
     weights.iter().for_each(PackedMatrix::destroy);
     Ok(LinearMicro { k, n, kernel, gpu_ms, gbps, copy_fraction: gbps / copy_gbps, lanes, other_shape })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::GpuOptions;
+    use std::cell::Cell;
+
+    #[test]
+    fn a_short_kernel_is_timed_over_repeats_that_last_long_enough() {
+        let gpu = Gpu::new_blocking(GpuOptions::default()).unwrap();
+        let copy = gpu.kernel(&COPY, &[workgroup(PROBE_WORKGROUP)]);
+        let (a, b) = (gpu.storage("a", 4096), gpu.storage("b", 4096));
+        let group = gpu.bind(&copy, &[&a, &b]);
+        let runs = Cell::new(0u32);
+        let dispatch = |p: &mut Dispatcher| {
+            runs.set(runs.get() + 1);
+            p.dispatch(&copy, &group, (1, 1, 1), Work::default());
+        };
+        // One copy of 4 KiB takes microseconds anywhere once warm: it is run 1, 8, 64... times
+        // until the last try lasts MIN_TIMED_MS. A busy host can stretch a single try past that,
+        // so of three timings one at least must have repeated.
+        pollster::block_on(time_kernel(&gpu, 1, dispatch)).unwrap(); // warm-up
+        let mut repeated = 0;
+        for _ in 0..3 {
+            runs.set(0);
+            let (ms, gpu_timed) = pollster::block_on(time_kernel(&gpu, 1, dispatch)).unwrap();
+            // The tries' sizes, from the dispatches counted.
+            let (mut tries, mut size) = (Vec::new(), 1);
+            while tries.iter().sum::<u32>() < runs.get() {
+                tries.push(size);
+                size = (size * 8).min(MAX_REPEATS);
+            }
+            assert_eq!(tries.iter().sum::<u32>(), runs.get(), "{tries:?}");
+            let last = *tries.last().unwrap();
+            assert!(ms * f64::from(last) >= MIN_TIMED_MS || last == MAX_REPEATS, "{ms} ms x {last}");
+            assert_eq!(gpu_timed, gpu.timestamps(), "GPU time wherever the device has timestamps");
+            repeated += usize::from(tries.len() > 1);
+        }
+        assert!(repeated > 0, "a copy of 4 KiB was timed once, three times over");
+    }
 }

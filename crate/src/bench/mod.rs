@@ -536,7 +536,7 @@ impl Roofline {
         let prefill_gflops = per_ms(flops, longest.map_or(0.0, |p| p.prefill_ms));
         // GPU time where every step and the longest prefill have it.
         let gpu_steps: Option<Vec<&[f64]>> = sweep.rows.iter().map(|r| r.a.gpu_decode_ms.as_deref()).collect();
-        let gpu_step_ms = gpu_steps.map(|s| s.concat()).map(|s| median(&s)).filter(|&ms| ms > 0.0);
+        let gpu_step_ms = gpu_steps.map(|s| median(&s.concat())).filter(|&ms| ms > 0.0);
         let gpu_decode_gbps = gpu_step_ms.map(|ms| per_ms(decode_bytes as f64, ms));
         let gpu_prefill_gflops =
             longest.and_then(|p| p.gpu_prefill_ms).filter(|&ms| ms > 0.0).map(|ms| per_ms(flops, ms));
@@ -551,6 +551,83 @@ impl Roofline {
             gpu_prefill_gflops,
             gpu_prefill_fraction: gpu_prefill_gflops.map(|g| g / micro.fma_gflops),
             decode_floor_ms: decode_bytes as f64 / (micro.copy_gbps * 1e6),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A point of `tokens` prompt tokens: its prefill and decode steps on the wall clock, and on
+    /// the GPU's where given.
+    fn point(tokens: usize, prefill_ms: f64, gpu_prefill_ms: Option<f64>, gpu_decode_ms: Option<Vec<f64>>) -> Point {
+        Point {
+            strategy: Strategy::TokenByToken,
+            prompt_tokens: tokens,
+            decode_steps: 2,
+            prefill_ms,
+            decode_ms: vec![3.0, 3.0],
+            total_ms: prefill_ms + 6.0,
+            gpu_prefill_ms,
+            gpu_decode_ms,
+            encode_prefill_ms: 0.1,
+            encode_decode_ms: vec![0.1, 0.1],
+            steps_encoded_ahead: 2,
+        }
+    }
+
+    fn row(tokens: usize, prefill_ms: f64, gpu_prefill_ms: f64, gpu_steps: Option<Vec<f64>>) -> SweepRow {
+        let b = point(tokens, prefill_ms, Some(gpu_prefill_ms), None);
+        SweepRow {
+            length: tokens,
+            a: point(tokens - 1, prefill_ms, Some(gpu_prefill_ms), gpu_steps),
+            b: b.clone(),
+            b_full_head: b,
+            speedup: 1.0,
+            speedup_full_head: 1.0,
+            predicted_a_ms: None,
+            predicted_b_ms: None,
+            predicted_speedup: None,
+        }
+    }
+
+    fn micro() -> Micro {
+        let prefill_attention = AttentionMicro { tokens: 0, heads: 0, kv_heads: 0, head_dim: 0, paths: vec![] };
+        Micro {
+            copy_gbps: 100.0,
+            fma_gflops: 1000.0,
+            gpu_timed: true,
+            dispatch_us: 5.0,
+            linear: vec![],
+            prefill_linear: vec![],
+            prefill_attention,
+        }
+    }
+
+    #[test]
+    fn the_roofline_reads_the_longest_prompt_and_the_gpu_clock_where_every_step_has_it() {
+        let config = Qwen2Config::from_json(include_bytes!("../../tests/fixtures/tiny-qwen2/config.json")).unwrap();
+        // The longest prompt first: the roofline's prefill is its, not the last row's.
+        let rows = vec![row(70, 20.0, 10.0, Some(vec![2.0, 2.0])), row(12, 5.0, 4.0, Some(vec![1.0, 1.0, 1.0]))];
+        let sweep = Sweep { rows, merged: vec![], decode_ms: 3.0, cost_model: None };
+        let r = Roofline::new(&config, &sweep, 3_000_000, &micro());
+        let flops = forward_flops(&config, 70, 0, 1);
+        assert_eq!(r.prefill_tokens, 70);
+        assert!((r.prefill_gflops - flops / 20e6).abs() < 1e-9, "{r:?}");
+        assert!((r.gpu_prefill_gflops.unwrap() - flops / 10e6).abs() < 1e-9, "{r:?}");
+        assert!((r.gpu_prefill_fraction.unwrap() - flops / 10e6 / 1000.0).abs() < 1e-12);
+        // Wall: 3 MB in 3 ms = 1 GB/s; GPU: the median of all of A's steps (1 ms) = 3 GB/s.
+        assert!((r.decode_gbps - 1.0).abs() < 1e-9 && (r.decode_fraction - 0.01).abs() < 1e-12, "{r:?}");
+        assert!((r.gpu_decode_gbps.unwrap() - 3.0).abs() < 1e-9, "{r:?}");
+        assert!((r.gpu_decode_fraction.unwrap() - 0.03).abs() < 1e-12);
+        // A row whose steps have no GPU time, or GPU times of zero: no GPU decode figure.
+        for gpu_steps in [None, Some(vec![0.0, 0.0])] {
+            let rows = vec![row(70, 20.0, 10.0, gpu_steps), row(12, 5.0, 4.0, Some(vec![0.0]))];
+            let sweep = Sweep { rows, merged: vec![], decode_ms: 3.0, cost_model: None };
+            let r = Roofline::new(&config, &sweep, 3_000_000, &micro());
+            assert!(r.gpu_decode_gbps.is_none() && r.gpu_decode_fraction.is_none(), "{r:?}");
+            assert!(r.gpu_prefill_gflops.is_some());
         }
     }
 }
