@@ -211,45 +211,61 @@ export function batchChart(el, report, t) {
 }
 
 // ---------------------------------------------------------------------------------------
-// 3. Roofline: achieved decode GB/s and prefill GFLOP/s against the device's measured peaks.
+// 3. Roofline: achieved decode GB/s and prefill GFLOP/s against the device's measured peaks,
+//    on the wall clock (every overhead: what a judgment costs) and, where the device has
+//    timestamps, on the GPU's clock (the kernels alone). The gap between the two is the host's
+//    share: submits, readbacks, waiting.
 
 export function roofline(el, report, t) {
   const rf = report && report.roofline;
   const mc = (report && report.micro) || {};
   const groups = [
     { kind: 'decode', title: tx(t, 'decode'), value: rf?.decode_gbps, peak: mc.copy_gbps, peakName: tx(t, 'copyBw'),
-      unit: 'GB/s', frac: rf?.decode_fraction, cls: 'bar-decode' },
+      unit: 'GB/s', frac: rf?.decode_fraction, gpuValue: rf?.gpu_decode_gbps, gpuFrac: rf?.gpu_decode_fraction,
+      cls: 'bar-decode' },
     { kind: 'prefill', title: tx(t, 'prefill'), value: rf?.prefill_gflops, peak: mc.fma_gflops, peakName: tx(t, 'fma'),
-      unit: 'GFLOP/s', frac: rf?.prefill_fraction, cls: 'bar-prefill' },
+      unit: 'GFLOP/s', frac: rf?.prefill_fraction, gpuValue: rf?.gpu_prefill_gflops, gpuFrac: rf?.gpu_prefill_fraction,
+      cls: 'bar-prefill' },
   ].filter((g) => isNum(g.value));
   if (!groups.length) return noData(el, t);
   const { svg, w } = frame(el, groups.map((g) => `${g.title} (${g.unit})`).join(', '));
 
-  const names = groups.flatMap((g) => [g.title, g.peakName]);
-  const labelW = clamp(Math.max(...names.map((s) => textWidth(s))) + 10, 40, w * 0.35);
-  const valueW = Math.max(...groups.map((g) => textWidth(`${formatNum(Math.max(g.value, g.peak || 0))} ${g.unit}`))) + 10;
-  const x0 = labelW, plotW = w - labelW - valueW;
+  const bars = (gr) => {
+    const hasPeak = isNum(gr.peak) && gr.peak > 0;
+    const list = [{ name: `${gr.title} · ${tx(t, 'wall')}`, v: gr.value, frac: gr.frac, cls: gr.cls, kind: 'measured' }];
+    if (isNum(gr.gpuValue)) {
+      list.push({ name: `${gr.title} · ${tx(t, 'kernelsOnly')}`, v: gr.gpuValue, frac: gr.gpuFrac, cls: `${gr.cls} alt`, kind: 'gpu' });
+    }
+    for (const b of list) {
+      if (!isNum(b.frac)) b.frac = hasPeak ? b.v / gr.peak : null;
+    }
+    if (hasPeak) list.push({ name: gr.peakName, v: gr.peak, frac: null, cls: 'bar-peak', kind: 'peak' });
+    return list;
+  };
+  const names = groups.flatMap((g) => bars(g).map((b) => b.name));
+  const labelW = clamp(Math.max(...names.map((s) => textWidth(s))) + 10, 40, w * 0.4);
+  const valueOf = (b, unit) => `${formatNum(b.v)} ${unit}${b.frac != null ? ` · ${(b.frac * 100).toFixed(1)} %` : ''}`;
+  const valueW = Math.max(...groups.flatMap((g) => bars(g).map((b) => textWidth(valueOf(b, g.unit))))) + 10;
+  const x0 = labelW, plotW = Math.max(20, w - labelW - valueW);
   const barH = 16;
   let y = 4;
   for (const gr of groups) {
     const g = node(svg, 'g', { 'data-metric': gr.kind });
-    const hasPeak = isNum(gr.peak) && gr.peak > 0;
-    const frac = isNum(gr.frac) ? gr.frac : hasPeak ? gr.value / gr.peak : null;
-    const top = Math.max(gr.value, hasPeak ? gr.peak : 0) || 1;
+    const list = bars(gr);
+    const top = Math.max(...list.map((b) => b.v)) || 1;
     const sx = (v) => x0 + (v / top) * plotW;
-    if (frac != null) {
-      text(g, x0, y + 12, fit(`${(frac * 100).toFixed(1)} % ${tx(t, 'ofPeak')}`, w - x0),
+    const measured = list[0];
+    if (measured.frac != null) {
+      text(g, x0, y + 12, fit(`${(measured.frac * 100).toFixed(1)} % ${tx(t, 'ofPeak')}`, w - x0),
         { class: 'value', 'data-kind': 'fraction' });
     }
     y += 20;
-    const bars = [{ name: gr.title, v: gr.value, cls: gr.cls, kind: 'measured' }];
-    if (hasPeak) bars.push({ name: gr.peakName, v: gr.peak, cls: 'bar-peak', kind: 'peak' });
     const barsTop = y;
-    for (const b of bars) {
+    for (const b of list) {
       text(g, x0 - 6, y + barH / 2, fit(b.name, labelW - 8), { 'text-anchor': 'end', dy: '0.35em' });
-      const s = `${formatNum(b.v)} ${gr.unit}`;
+      const s = valueOf(b, gr.unit);
       tip(rect(g, x0, y, sx(b.v) - x0, barH, { class: b.cls, 'data-kind': b.kind }), `${b.name}: ${s}`);
-      text(g, sx(b.v) + 4, y + barH / 2, s, { class: 'value', dy: '0.35em' });
+      text(g, sx(b.v) + 4, y + barH / 2, s, { class: 'value', dy: '0.35em', 'data-kind': `${b.kind}-value` });
       y += barH + 6;
     }
     line(g, x0, barsTop - 2, x0, y - 4, 'axis');

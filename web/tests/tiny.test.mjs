@@ -96,6 +96,16 @@ test('a short benchmark fills the sweep, batch and roofline charts', async () =>
   assert.ok((await count('#chart-sweep [data-kind=fit]')) >= 2);
   assert.ok((await count('#chart-batch [data-kind=bar]')) >= 4);
   assert.equal(await count('#chart-roofline [data-kind=measured]'), 2);
+  // Beside each wall-clock bar, the kernels' own rate on the GPU's clock (this browser has
+  // timestamps), labelled with its fraction of the device's peak.
+  const rf = report.roofline;
+  assert.equal(report.device.timestamps, true);
+  assert.ok(rf.gpu_decode_gbps > 0 && rf.gpu_prefill_gflops > 0, JSON.stringify(rf));
+  assert.equal(await count('#chart-roofline [data-kind=gpu]'), 2);
+  for (const [metric, fraction] of [['decode', rf.gpu_decode_fraction], ['prefill', rf.gpu_prefill_fraction]]) {
+    const label = await page.textContent(`#chart-roofline [data-metric=${metric}] [data-kind=gpu-value]`);
+    assert.ok(label.endsWith(`· ${(fraction * 100).toFixed(1)} %`), `${metric}: ${label}`);
+  }
   assert.match(await page.textContent('#cost-model'), /T = .* ms \+ .* ms × P \+ N × .* ms/);
   assert.equal(report.profile, undefined, 'profile mode is off by default');
 });
