@@ -49,15 +49,30 @@ const MIN_TIMED_MS: f64 = 2.0;
 /// timed as it is).
 const MAX_REPEATS: u32 = 4096;
 
+/// A run that lasts this long is timed once after its warm-up: it lies far above a browser's
+/// timestamp rounding and a submit's latency, and repeats of it would only add time (on a CPU
+/// implementation, seconds to each shape: the decode microbenchmark reads 96 MB a run).
+const LONG_RUN_MS: f64 = 50.0;
+
+/// ms per run of `dispatch` (and whether it is GPU time), after a warm-up: the first runs pay
+/// for what later ones reuse (a pipeline compiled on first use, memory paged in). The timing is
+/// [`repeat_until_timed`] from `repeats` runs, or from one where a warm run lasts at least
+/// [`LONG_RUN_MS`].
+async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)) -> Result<(f64, bool)> {
+    let (warm_ms, _) = repeat_until_timed(gpu, 1, &dispatch).await?;
+    let repeats = if warm_ms >= LONG_RUN_MS { 1 } else { repeats };
+    repeat_until_timed(gpu, repeats, &dispatch).await
+}
+
 /// Runs `dispatch` at least `repeats` times in one pass and submit, eight times as many until
 /// the whole takes [`MIN_TIMED_MS`], and returns ms per run: GPU time where the device has
 /// timestamps, else wall time around submit and completion (and whether it was GPU time). With
 /// timestamps the GPU's clock decides when to stop: a rounded clock reads 0 for a short run
 /// while the wall time, a submit and a readback, can already pass [`MIN_TIMED_MS`].
-async fn time_kernel(gpu: &Gpu, repeats: u32, dispatch: impl Fn(&mut Dispatcher)) -> Result<(f64, bool)> {
+async fn repeat_until_timed(gpu: &Gpu, repeats: u32, dispatch: &impl Fn(&mut Dispatcher)) -> Result<(f64, bool)> {
     let mut repeats = repeats.max(1);
     loop {
-        let (gpu_ms, wall_ms) = time_runs(gpu, repeats, &dispatch).await?;
+        let (gpu_ms, wall_ms) = time_runs(gpu, repeats, dispatch).await?;
         let total_ms = gpu_ms.unwrap_or(wall_ms);
         if total_ms >= MIN_TIMED_MS || repeats >= MAX_REPEATS {
             let timed = gpu_ms.filter(|&ms| ms > 0.0);
@@ -100,7 +115,6 @@ pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: 
     let group = gpu.bind(&copy, &[&src, &dst]);
     let groups = ((bytes / 16).div_ceil(u64::from(PROBE_WORKGROUP)) as u32).min(4096);
     let dispatch = |p: &mut Dispatcher| p.dispatch(&copy, &group, (groups, 1, 1), Work::default());
-    time_kernel(gpu, 1, dispatch).await?; // warm-up
     let (copy_ms, gpu_timed) = time_kernel(gpu, 8, dispatch).await?;
     let copy_gbps = 2.0 * bytes as f64 / (copy_ms * 1e6);
 
@@ -112,7 +126,6 @@ pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: 
     let out = gpu.storage("fma out", u64::from(threads) * 4);
     let group = gpu.bind(&fma, &[&shape, &out]);
     let dispatch = |p: &mut Dispatcher| p.dispatch(&fma, &group, (threads / PROBE_WORKGROUP, 1, 1), Work::default());
-    time_kernel(gpu, 1, dispatch).await?;
     let (fma_ms, _) = time_kernel(gpu, 4, dispatch).await?;
     let flops = f64::from(threads) * f64::from(iters) * 8.0 * 4.0 * 2.0;
     let fma_gflops = flops / (fma_ms * 1e6);
@@ -141,7 +154,6 @@ async fn dispatch_us(gpu: &Gpu, copy: &Kernel) -> Result<f64> {
         p.dispatch(copy, &there, (1, 1, 1), Work::default());
         p.dispatch(copy, &back, (1, 1, 1), Work::default());
     };
-    time_kernel(gpu, 8, pair).await?; // warm-up
     let (ms_per_pair, _) = time_kernel(gpu, CHAINED_DISPATCHES / 2, pair).await?;
     Ok(ms_per_pair * 1000.0 / 2.0)
 }
@@ -189,7 +201,6 @@ async fn attention_prefill(gpu: &Gpu, config: &Qwen2Config, tokens: usize, fma_g
         // The kernel after kv_write: another path's where this one cannot take these heads.
         let kernel = listing.last().map_or("none", |l| l.kernel);
         let run = |p: &mut Dispatcher| attention.encode_path(p, tokens as u32, keys, path);
-        time_kernel(gpu, 1, run).await?; // warm-up
         let (gpu_ms, _) = time_kernel(gpu, 2, run).await?;
         let gflops = flops / (gpu_ms * 1e6);
         paths.push(AttentionPathMicro { path: name, kernel, gpu_ms, gflops, fma_fraction: gflops / fma_gflops });
@@ -244,7 +255,6 @@ async fn linear_prefill(gpu: &Gpu, k: usize, n: usize, fma_gflops: f64) -> Resul
 /// ms per run of `layer` over `m` token rows, after a warm-up.
 async fn time_layer(gpu: &Gpu, layer: &Linear, m: u32, repeats: u32) -> Result<f64> {
     let run = |p: &mut Dispatcher| layer.encode(p, m);
-    time_kernel(gpu, 1, run).await?;
     Ok(time_kernel(gpu, repeats, run).await?.0)
 }
 
@@ -266,7 +276,6 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
     // ms per layer and GB/s of `layers`, one dispatch each, after a warm-up.
     let time = |layers: Vec<Linear>| async move {
         let run = |p: &mut Dispatcher| layers.iter().for_each(|l| l.encode(p, 1));
-        time_kernel(gpu, 1, run).await?;
         let ms = time_kernel(gpu, 2, run).await?.0 / count as f64;
         Ok::<_, crate::Error>((ms, bytes as f64 / (ms * 1e6)))
     };
@@ -311,7 +320,7 @@ mod tests {
         let mut repeated = 0;
         for _ in 0..3 {
             runs.set(0);
-            let (ms, gpu_timed) = pollster::block_on(time_kernel(&gpu, 1, dispatch)).unwrap();
+            let (ms, gpu_timed) = pollster::block_on(repeat_until_timed(&gpu, 1, &dispatch)).unwrap();
             // The tries' sizes, from the dispatches counted.
             let (mut tries, mut size) = (Vec::new(), 1);
             while tries.iter().sum::<u32>() < runs.get() {
@@ -325,5 +334,33 @@ mod tests {
             repeated += usize::from(tries.len() > 1);
         }
         assert!(repeated > 0, "a copy of 4 KiB was timed once, three times over");
+    }
+
+    #[test]
+    fn a_long_kernel_is_timed_once_after_its_warm_up() {
+        let gpu = Gpu::new_blocking(GpuOptions::default()).unwrap();
+        let probe_workgroup = [workgroup(PROBE_WORKGROUP)];
+        let fma = &gpu.kernel(&FMA, &probe_workgroup);
+        let out = gpu.storage("fma out", u64::from(PROBE_WORKGROUP) * 1024 * 4);
+        let runs = &Cell::new(0u32);
+        let probe = |iters: u32| {
+            let shape = gpu.uniform("fma", &[iters, 0, 0, 0]);
+            let group = gpu.bind(fma, &[&shape, &out]);
+            move |p: &mut Dispatcher| {
+                runs.set(runs.get() + 1);
+                p.dispatch(fma, &group, (1024, 1, 1), Work::default());
+            }
+        };
+        // The FMA probe made long enough that a run lasts twice LONG_RUN_MS on this device (a
+        // CPU implementation needs a few hundred rounds, a large GPU some hundred thousand).
+        let mut iters = 64;
+        while pollster::block_on(repeat_until_timed(&gpu, 1, &probe(iters))).unwrap().0 < 2.0 * LONG_RUN_MS {
+            iters *= 2;
+        }
+        let long = probe(iters);
+        runs.set(0);
+        let (ms, _) = pollster::block_on(time_kernel(&gpu, 4, long)).unwrap();
+        assert_eq!(runs.get(), 2, "a warm-up and one timed run, not 4 ({iters} rounds, {ms} ms a run)");
+        assert!(ms >= LONG_RUN_MS, "{ms} ms a run");
     }
 }
