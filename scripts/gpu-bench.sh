@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The real-GPU measurement in one go: bench with per-kernel profiles for Qwen2.5 0.5B and 1.5B
 # (synthetic weights: no files needed), the tiled kernels against the barrier-free ones, and the
-# prefill fixed-cost check (8 vs 9 tokens), the quantized formats (decode bytes vs time), the GPU
+# prefill fixed-cost check (8 vs 9 tokens), each threshold where the tiled kernels change path
+# moved to either side (--tune), the quantized formats (decode bytes vs time), the GPU
 # test executables where they lie beside the binary (every kernel and the whole forward against
 # their CPU references, on this GPU: the figures mean something only if these pass), and the
 # PyTorch peer where it is there. scripts/gpu-prepare.sh bundles the binary, the tests and the
-# peer into .dev/. At most 8 files come back from a device run: this writes 7 (the tests report
+# peer into .dev/. At most 8 files come back from a device run: this writes 8 (the tests report
 # in the log). Every command has its own timeout, so one slow step cannot eat the rest, and all
 # of them fit in BUDGET seconds (default 540: a device run may last 600), most important first,
 # so a slow device still returns the log and the first files whole. Usage:
@@ -58,6 +59,23 @@ for t in kernels gpu_forward judge; do
   fi
 done
 run 240 bench-1.5b bench --synthetic qwen2.5-1.5b --json --profile --lengths 128,1024 --batch-sizes 1,8 --repeats 3
+# Each threshold of the tiled kernels moved (--tune; the defaults are in bench-0.5b.json's
+# device.tuning), at the lengths where it acts: decode attention split later or never; fewer
+# rows on matvec; no split-K; all matmuls in 64 x 64 tiles, then all in 32 x 32.
+sweep=(
+  "split-attention-after=256|128,1024|1"
+  "split-attention-after=100000|128,1024|1"
+  "matvec-max-rows=8|9,16,32,33|1"
+  "split-k-below-tiles=0|33,64,128,512|1"
+  "matmul-64-from-tiles=0|33,64,128,512|1"
+  "matmul-64-from-tiles=100000|512,1024|64"
+)
+for i in "${!sweep[@]}"; do
+  IFS='|' read -r tune lengths batches <<<"${sweep[$i]}"
+  run 45 "tuned-$i" bench --synthetic qwen2.5-0.5b --json --profile --tune "$tune" --lengths "$lengths" --batch-sizes "$batches" --repeats 3
+done
+# One document a line, in the order above (each names its tuning in device.tuning).
+cat "$out"/tuned-*.json >"$out/bench-0.5b-tuned.jsonl" 2>/dev/null; rm -f "$out"/tuned-*.json
 for q in q8_0 q5_0 q4_0; do
   run 120 "bench-0.5b-$q" bench --synthetic qwen2.5-0.5b --json --quant "$q" --lengths 32,512 --batch-sizes 1 --repeats 3
 done

@@ -136,6 +136,34 @@ fn sequence_logprobs_is_an_option_of_b() {
     assert!(lines(&out)[0]["sequence_logprobs"].is_null());
 }
 
+/// `--tune` moves a threshold of the tiled kernels: here decode attention splits after 8 keys
+/// (by default after 64), which a 12-token prompt's decode step then does; the bench reports the
+/// tuning it ran, and a bad setting fails naming it.
+#[test]
+fn tune_is_honoured_and_reported() {
+    let model = fixture("tiny-qwen2").display().to_string();
+    let args = ["bench", "--model", &model, "--json", "--lengths", "12", "--batch-sizes", "1", "--repeats", "1"];
+    let tuned = ["--profile", "--kernels", "tiled", "--tune", "split-attention-after=8"];
+    let (ok, out, err) = onetoken(&[&args[..], &tuned].concat());
+    assert!(ok, "{err}");
+    assert!(err.contains("tuned split-attention-after=8"), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let tuning = &report["device"]["tuning"];
+    assert_eq!([&tuning["split_attention_after"], &tuning["matvec_max_rows"]], [8, 32], "{tuning}");
+    let phases = report["profile"]["phases"].as_array().unwrap();
+    let decode = phases.iter().find(|p| p["phase"] == "decode").unwrap();
+    let split = decode["dispatches"].as_array().unwrap().iter().filter(|d| d["kernel"] == "attention_split").count();
+    assert_eq!(split, 2, "one split attention a layer: {decode}");
+    for (tune, message) in [
+        ("matvec-max-rows=33", "matvec serves at most 32 token rows"),
+        ("split-after=3", "no tuning setting \"split-after\""),
+        ("matvec-max-rows=many", "not a whole number"),
+    ] {
+        let (ok, _, err) = onetoken(&["logits", "--model", &model, "--ids", "1", "--tune", tune]);
+        assert!(!ok && err.contains(message), "{tune}: {err}");
+    }
+}
+
 #[test]
 fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
     let model = fixture("tiny-qwen2").display().to_string();

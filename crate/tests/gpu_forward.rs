@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use common::*;
 use onetoken::choice::argmax;
-use onetoken::gpu::{DispatchTiming, Gpu, GpuOptions, KernelFamily, MlpInput, load_dir};
+use onetoken::gpu::{DispatchTiming, Gpu, GpuOptions, KernelFamily, MlpInput, Tuning, load_dir};
 use onetoken::model::{Head, Model, ModelOptions, Positions, Readout, Sequence};
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
 
@@ -15,7 +15,12 @@ fn tiny_model(weight_chunk_bytes: Option<u64>) -> Model {
 }
 
 fn tiny_model_with(weight_chunk_bytes: Option<u64>, kernels: Option<KernelFamily>) -> Model {
-    let gpu = Rc::new(Gpu::new_blocking(GpuOptions { weight_chunk_bytes, kernels, ..Default::default() }).unwrap());
+    tiny_model_tuned(weight_chunk_bytes, kernels, Tuning::default())
+}
+
+fn tiny_model_tuned(weight_chunk_bytes: Option<u64>, kernels: Option<KernelFamily>, tuning: Tuning) -> Model {
+    let options = GpuOptions { weight_chunk_bytes, kernels, tuning, ..Default::default() };
+    let gpu = Rc::new(Gpu::new_blocking(options).unwrap());
     let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
     let options = ModelOptions { max_tokens: 64, kv_slots: 4, kv_capacity: 64, max_rows: 32, max_choice_ids: 16 };
     Model::new(gpu, weights, options).unwrap()
@@ -85,6 +90,75 @@ fn decode_with_the_cache_equals_a_fresh_prefill_of_the_longer_sequence() {
         }
         let fresh = block(model.prefill(&[Sequence { slot: 2, tokens: &input }], LOGITS_LAST)).unwrap();
         assert_close(&last, &fresh.rows[0].logits, 1e-4, 1e-4, &format!("{family:?} decoded vs fresh prefill"));
+    }
+}
+
+/// Each tuning of the tiled kernels runs the paths it names, and on every path the forward
+/// still gives HF's logits at every position and its greedy tokens through the KV cache.
+#[test]
+fn every_tuning_runs_its_paths_and_matches_hf() {
+    let input = ids(&tiny_ref()["input_ids"]);
+    // (tuning, dispatches of each kernel in a 16-token prefill that reads out every position, and
+    // in the decode step after it). The tiny model has 2 layers of 4 linear layers (gate and up
+    // paired) and the LM head.
+    type Counts = [(&'static str, usize); 4];
+    let cases: [(&str, Counts, Counts); 5] = [
+        // 16 rows run matvec, both norms folded in (the head's own norm remains); up to 64
+        // keys a decode step attends in the whole kernel.
+        (
+            "",
+            [("matvec", 9), ("matmul", 0), ("rms_norm", 1), ("attention_grouped", 2)],
+            [("matvec", 9), ("attention", 2), ("attention_split", 0), ("attention_combine", 0)],
+        ),
+        (
+            "split-attention-after=8",
+            [("matvec", 9), ("matmul", 0), ("rms_norm", 1), ("attention_split", 0)],
+            [("matvec", 9), ("attention", 0), ("attention_split", 2), ("attention_combine", 2)],
+        ),
+        // 16 rows past matvec's 8: matmul, the norms as passes of their own; a decode step's
+        // row still takes matvec.
+        (
+            "matvec-max-rows=8",
+            [("matvec", 0), ("matmul", 9), ("rms_norm", 5), ("attention_grouped", 2)],
+            [("matvec", 9), ("matmul", 0), ("rms_norm", 1), ("attention", 2)],
+        ),
+        // No matvec at all: a decode step's one row runs matmul.
+        (
+            "matvec-max-rows=0",
+            [("matvec", 0), ("matmul", 9), ("rms_norm", 5), ("attention_grouped", 2)],
+            [("matvec", 0), ("matmul", 9), ("rms_norm", 5), ("attention", 2)],
+        ),
+        // Every matmul in 64 x 64 tiles (by default these few tiles run 32 x 32).
+        (
+            "matvec-max-rows=0,matmul-64-from-tiles=0",
+            [("matvec", 0), ("matmul", 9), ("rms_norm", 5), ("split_sum", 0)],
+            [("matvec", 0), ("matmul", 9), ("rms_norm", 5), ("split_sum", 0)],
+        ),
+    ];
+    let r = tiny_ref();
+    for (tune, prefill_counts, decode_counts) in cases {
+        let tuning: Tuning = tune.parse().unwrap();
+        let mut model = tiny_model_tuned(None, Some(KernelFamily::Tiled), tuning);
+        model.set_profiling(true).unwrap();
+        let prefill = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
+        for (pos, want) in r["logits"].as_array().unwrap().iter().enumerate() {
+            let what = format!("{tune:?}: logits at position {pos}");
+            assert_close(&prefill.rows[pos].logits, &floats(want), 1e-3, 0.0, &what);
+        }
+        let mut tokens = vec![prefill.rows[15].top[0].0];
+        let mut steps = Vec::new();
+        for _ in 1..8 {
+            let step = block(model.decode(&[(0, tokens[tokens.len() - 1])], Readout::ARGMAX)).unwrap();
+            tokens.push(step.rows[0].top[0].0);
+            steps.push(step);
+        }
+        assert_eq!(tokens, ids(&r["greedy8_kv_cache"]), "{tune:?}: greedy tokens");
+        for (phase, out, counts) in [("prefill", &prefill, prefill_counts), ("decode", &steps[0], decode_counts)] {
+            for (kernel, want) in counts {
+                let got = out.profile.iter().filter(|(d, _)| d.kernel == kernel).count();
+                assert_eq!(got, want, "{tune:?}: {kernel} dispatches in the {phase}");
+            }
+        }
     }
 }
 
@@ -435,7 +509,8 @@ fn synthetic_qwen2_5_0_5b_top5_matches_the_cpu_reference() {
 /// A prefill of more tokens than matvec serves, on the GPU family, with an intermediate size
 /// long enough that down_proj splits K (matmul writing partial sums, split_sum adding them):
 /// the split runs in every layer, the layers share one partials buffer, and the logits equal
-/// the CPU reference's, after the prompt and after a decode step (matvec, no split).
+/// the CPU reference's, after the prompt and after a decode step (matvec, no split). Tuned never
+/// to split, the same prefill runs unsplit, to the same logits.
 #[test]
 fn a_prefill_whose_down_proj_splits_k_matches_the_cpu_reference() {
     let mut config = onetoken::Qwen2Config::qwen2_5_0_5b();
@@ -447,21 +522,25 @@ fn a_prefill_whose_down_proj_splits_k_matches_the_cpu_reference() {
     let mut cache = CpuKvCache::new(&config);
     let cpu_prompt = cpu.forward(&prompt, &mut cache, Logits::Last).unwrap().logits;
     let cpu_next = cpu.forward(&[next], &mut cache, Logits::Last).unwrap().logits;
-    let gpu =
-        Rc::new(Gpu::new_blocking(GpuOptions { kernels: Some(KernelFamily::Tiled), ..Default::default() }).unwrap());
-    let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
-    let options = ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 8 };
-    let mut model = Model::new(gpu, weights, options).unwrap();
-    model.set_profiling(true).unwrap();
-    let gpu_prompt = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
-    let sums = |out: &onetoken::model::ForwardOut| out.profile.iter().filter(|(d, _)| d.kernel == "split_sum").count();
-    assert_eq!(sums(&gpu_prompt), config.num_hidden_layers, "one split down_proj a layer");
-    let gpu_next = block(model.decode(&[(0, next)], LOGITS_LAST)).unwrap();
-    assert_eq!(sums(&gpu_next), 0, "a decode step runs matvec");
-    for (what, g, c) in
-        [("prompt", &gpu_prompt.rows[0].logits, &cpu_prompt), ("decode", &gpu_next.rows[0].logits, &cpu_next)]
-    {
-        assert_eq!(argmax(g), argmax(c), "split-K model {what}");
-        assert_close(g, c, 1e-3, 1e-3, &format!("split-K model {what}"));
+    for (tune, splits) in [("", config.num_hidden_layers), ("split-k-below-tiles=0", 0)] {
+        let tuning = tune.parse().unwrap();
+        let options = GpuOptions { kernels: Some(KernelFamily::Tiled), tuning, ..Default::default() };
+        let gpu = Rc::new(Gpu::new_blocking(options).unwrap());
+        let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
+        let options = ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 8 };
+        let mut model = Model::new(gpu, weights, options).unwrap();
+        model.set_profiling(true).unwrap();
+        let gpu_prompt = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
+        let sums =
+            |out: &onetoken::model::ForwardOut| out.profile.iter().filter(|(d, _)| d.kernel == "split_sum").count();
+        assert_eq!(sums(&gpu_prompt), splits, "{tune:?}: split down_proj layers");
+        let gpu_next = block(model.decode(&[(0, next)], LOGITS_LAST)).unwrap();
+        assert_eq!(sums(&gpu_next), 0, "a decode step runs matvec");
+        for (what, g, c) in
+            [("prompt", &gpu_prompt.rows[0].logits, &cpu_prompt), ("decode", &gpu_next.rows[0].logits, &cpu_next)]
+        {
+            assert_eq!(argmax(g), argmax(c), "split-K model {what} {tune:?}");
+            assert_close(g, c, 1e-3, 1e-3, &format!("split-K model {what} {tune:?}"));
+        }
     }
 }

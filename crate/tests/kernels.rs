@@ -251,7 +251,7 @@ fn linear_over_split_weights_equals_unsplit() {
 #[test]
 fn matmul_split_over_k_equals_the_reference() {
     let gpu = family_gpu(KernelFamily::Tiled, None);
-    let partials = ops::SplitPartials::new(&gpu);
+    let partials = ops::SplitPartials::new(&gpu).expect("the tiled family splits K");
     // (M, K, N, split): a prefill of few 32 x 32 tiles splits a K of 1,024 or more into parts
     // (at most 8); the sum pass is a second dispatch. 0.5B's and 1.5B's down_proj and 1.5B's
     // o_proj at prefill sizes; 252 tiles, the most that split, in 8 parts (the partials buffer
@@ -296,7 +296,7 @@ fn matmul_split_over_k_equals_the_reference() {
     // Over weights split into chunks by a 64 KiB binding limit (31 rows of K = 1,048), into
     // columns 5..75 of an 80-wide output: each chunk splits, and they share the partials.
     let gpu = family_gpu(KernelFamily::Tiled, Some(65_536));
-    let partials = ops::SplitPartials::new(&gpu);
+    let partials = ops::SplitPartials::new(&gpu).expect("the tiled family splits K");
     let (m, k, n, first_col, out_cols) = (40, 1048, 70, 5, 80);
     let (x, w, b) = (seeded(1, m * k, 1.0), Dtype::BF16.round(&seeded(2, n * k, 0.1)), seeded(3, n, 0.5));
     let y0 = seeded(4, m * out_cols, 1.0);

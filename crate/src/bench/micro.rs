@@ -238,7 +238,7 @@ async fn linear_prefill(gpu: &Gpu, k: usize, n: usize, fma_gflops: f64) -> Resul
     let gflops = |ms: f64| 2.0 * (m * k * n) as f64 / (ms * 1e6);
     let unsplit = Linear::new(gpu, &weights[0], io(None), Store::Overwrite);
     let gpu_ms = time_layer(gpu, &unsplit, m as u32, repeats).await?;
-    let layer = Linear::new(gpu, &weights[0], io(Some(&partials)), Store::Overwrite);
+    let layer = Linear::new(gpu, &weights[0], io(partials.as_ref()), Store::Overwrite);
     let split = match layer.split_parts(m as u32) {
         Some(parts) => {
             let gpu_ms = time_layer(gpu, &layer, m as u32, repeats).await?;

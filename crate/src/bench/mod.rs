@@ -14,7 +14,7 @@ pub use workload::{document, questions, request_of_length};
 use crate::config::Qwen2Config;
 use crate::cost::{CostModel, PrefillFit, forward_flops, median};
 use crate::error::Result;
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, Tuning};
 use crate::judge::{Engine, JudgeRequest, Judgment, PrefixSharing, Strategy};
 use crate::model::ModelOptions;
 use crate::profile::Profile;
@@ -73,6 +73,8 @@ pub struct DeviceInfo {
     pub max_binding_mib: u64,
     /// The linear-layer kernel family: "tiled" or "direct".
     pub kernels: &'static str,
+    /// Where the tiled kernels change path (the defaults unless `--tune` set them).
+    pub tuning: Tuning,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -520,6 +522,7 @@ impl DeviceInfo {
             timestamps: gpu.timestamps(),
             max_binding_mib: gpu.max_binding() >> 20,
             kernels: gpu.kernel_family().name(),
+            tuning: gpu.tuning(),
         }
     }
 }

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use std::rc::Rc;
 
 use onetoken::bench::{BenchOptions, BenchReport};
-use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, load_dir, load_gguf};
+use onetoken::gpu::{Gpu, GpuOptions, GpuWeights, KernelFamily, Tuning, load_dir, load_gguf};
 use onetoken::judge::{Engine, JudgeOptions, JudgeRequest, PrefixSharing, Strategy};
 use onetoken::quant::Quant;
 use onetoken::reference::{CpuKvCache, CpuModel, Logits};
@@ -113,11 +113,18 @@ struct DeviceArgs {
     /// as lavapipe). Default: by device type.
     #[arg(long, value_name = "tiled|direct")]
     kernels: Option<KernelFamily>,
+    /// Where the tiled kernels change path, over the defaults (the same results, another
+    /// speed): NAME=VALUE pairs, comma-separated, of split-attention-after (keys; 64),
+    /// matvec-max-rows (0 to 32; 32), matmul-64-from-tiles (256) and split-k-below-tiles (0:
+    /// never; 256).
+    #[arg(long, value_name = "NAME=VALUE,...")]
+    tune: Option<Tuning>,
 }
 
 impl DeviceArgs {
     fn gpu(&self) -> Result<Rc<Gpu>> {
-        Ok(Rc::new(Gpu::new_blocking(GpuOptions { kernels: self.kernels, ..Default::default() })?))
+        let options = GpuOptions { kernels: self.kernels, tuning: self.tune.unwrap_or_default(), ..Default::default() };
+        Ok(Rc::new(Gpu::new_blocking(options)?))
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::gpu::dispatch::DispatchTiming;
 use crate::gpu::kernels::{Kernel, KernelKey};
+use crate::gpu::tuning::Tuning;
 
 /// How to open the device.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +24,8 @@ pub struct GpuOptions {
     pub profile_pass_per_dispatch: bool,
     /// Which kernel family runs the linear layers; `None`: by device type.
     pub kernels: Option<KernelFamily>,
+    /// Where the GPU family's kernels change path.
+    pub tuning: Tuning,
 }
 
 /// Linear-layer kernels: tiled and cooperative (GPUs), or barrier-free (CPU implementations
@@ -70,6 +73,7 @@ pub struct Gpu {
     pub(in crate::gpu) weight_chunk_bytes: u64,
     /// Linear layers run the barrier-free kernel (see [`KernelFamily`]).
     direct_kernels: bool,
+    tuning: Tuning,
     pub(in crate::gpu) kernels: RefCell<HashMap<KernelKey, Rc<Kernel>>>,
     lost: ErrorSlot,
     /// The first error the device reported outside a call that returns one (out of memory, a
@@ -87,6 +91,7 @@ const MIN_STORAGE_BUFFERS: u32 = 6;
 impl Gpu {
     /// Opens the default high-performance adapter with its own limits.
     pub async fn new(options: GpuOptions) -> Result<Self> {
+        options.tuning.check()?;
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
@@ -139,6 +144,7 @@ impl Gpu {
             max_binding,
             weight_chunk_bytes,
             direct_kernels: family == KernelFamily::Direct,
+            tuning: options.tuning,
             kernels: RefCell::new(HashMap::new()),
             lost,
             uncaptured,
@@ -183,6 +189,11 @@ impl Gpu {
         self.direct_kernels
     }
 
+    /// Where the GPU family's kernels change path ([`GpuOptions::tuning`]).
+    pub fn tuning(&self) -> Tuning {
+        self.tuning
+    }
+
     /// Opens a device natively, blocking.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new_blocking(options: GpuOptions) -> Result<Self> {
@@ -218,10 +229,13 @@ impl Gpu {
         if self.direct_kernels { KernelFamily::Direct } else { KernelFamily::Tiled }
     }
 
-    /// A short description: adapter name, backend, and the limits that matter here.
+    /// A short description: adapter name, backend, the limits that matter here, and any tuning
+    /// that differs from the defaults.
     pub fn describe(&self) -> String {
+        let changes = self.tuning.changes();
+        let tuned = if changes.is_empty() { String::new() } else { format!("; tuned {changes}") };
         format!(
-            "{} ({:?}, {:?}); binding limit {} MiB; timestamps {}; {} kernels",
+            "{} ({:?}, {:?}); binding limit {} MiB; timestamps {}; {} kernels{tuned}",
             self.info.name,
             self.info.backend,
             self.info.device_type,

@@ -7,6 +7,7 @@ mod device;
 mod dispatch;
 mod kernels;
 mod timer;
+mod tuning;
 mod weights;
 
 pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
@@ -14,6 +15,7 @@ pub use device::{Gpu, GpuOptions, KernelFamily};
 pub use dispatch::{DispatchRecord, DispatchTiming, Dispatcher, Listed, ListingCheck, Profiler, Work};
 pub use kernels::{BLOCK_QUANTS, Binding, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
 pub use timer::PassTimer;
+pub use tuning::Tuning;
 pub(crate) use weights::Tensor;
 pub use weights::{GpuLayer, GpuLinear, GpuLoader, GpuWeights, MlpInput};
 #[cfg(not(target_arch = "wasm32"))]

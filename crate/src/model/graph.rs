@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, Listed, ListingCheck, MlpInput, PassTimer};
 use crate::ops::{
     Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, Linear, LinearBuffers, LmHeadRows,
-    MATVEC_MAX_ROWS, RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK,
+    RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK,
 };
 
 /// Bytes of `n` 4-byte words (f32 or u32).
@@ -99,6 +99,10 @@ struct FoldedLinears {
     prologue: Option<Prologue>,
     layers: Vec<Linear>,
     folded: Option<Vec<Linear>>,
+    /// Most token rows the folded layers run (the device's [`Tuning::matvec_max_rows`]).
+    ///
+    /// [`Tuning::matvec_max_rows`]: crate::gpu::Tuning::matvec_max_rows
+    folded_max_rows: u32,
 }
 
 /// What runs before a [`FoldedLinears`]' layers when it is not folded into them.
@@ -158,12 +162,13 @@ impl FoldedLinears {
         let folded = prologue
             .as_ref()
             .and_then(|&(_, x, fold)| targets.iter().map(|t| t.linear(g, io, x, Some(fold))).collect());
-        Ok(Self { prologue: prologue.map(|(op, ..)| op), layers, folded })
+        let folded_max_rows = g.tuning().matvec_max_rows;
+        Ok(Self { prologue: prologue.map(|(op, ..)| op), layers, folded, folded_max_rows })
     }
 
     fn encode(&self, d: &mut Dispatcher, m: u32) {
         match &self.folded {
-            Some(folded) if m <= MATVEC_MAX_ROWS => folded.iter().for_each(|l| l.encode(d, m)),
+            Some(folded) if m <= self.folded_max_rows => folded.iter().for_each(|l| l.encode(d, m)),
             _ => {
                 match &self.prologue {
                     Some(Prologue::Norm(op)) => op.encode(d, m),
@@ -264,7 +269,7 @@ impl Graph {
             inv_freq: g.storage_from("inv_freq", &c.rope_inv_freq()),
             partial: g.storage("attention partial", dims.partial_bytes()),
             dims,
-            split_partials: (!g.direct_kernels()).then(|| SplitPartials::new(g)),
+            split_partials: SplitPartials::new(g),
         };
         let layers = (0..c.num_hidden_layers)
             .map(|l| LayerOps::new(g, c, &weights.layers()[l], kv.layer(l), &s, &a, &shared))

@@ -114,7 +114,7 @@ const DIRECT_HEADS: usize = 8;
 const LOOP_BUDGET: u64 = 60_000;
 
 /// Batches of at most this many tokens (decode) take the split attention, when a token sees
-/// more than [`ATTENTION_CHUNK`] keys.
+/// more than [`Tuning::split_attention_after`] keys.
 const SPLIT_MAX_TOKENS: u32 = 8;
 
 /// How many keys a batch's tokens attend to (from the batch plan).
@@ -198,8 +198,8 @@ pub struct AttentionBuffers<'a> {
 /// Causal GQA attention over the cache, after the new keys and values join it. GPUs: in
 /// prefill one workgroup per (KV head, token) walks the token's keys for all query heads of the
 /// KV head, reading each key and value once for them (where the head shapes allow it, else one
-/// workgroup per (head, token)); in decode (M <= 8) past one chunk of [`ATTENTION_CHUNK`] keys,
-/// the keys are split in such chunks, one workgroup per (head, token, chunk), then merged, so a
+/// workgroup per (head, token)); in decode (M <= 8) past [`Tuning::split_attention_after`] keys
+/// (one chunk of [`ATTENTION_CHUNK`] by default), the keys are split in such chunks, one workgroup per (head, token, chunk), then merged, so a
 /// step's cost barely grows with the context; other decode steps run one workgroup per (head,
 /// token). In a decode step the whole and split kernels also append the new keys and values (no
 /// kv_write dispatch; where D % 4 == 0). GPU kernels read keys 16 bytes at a time. CPU-like
@@ -220,6 +220,8 @@ pub struct Attention {
     cpu_like: bool,
     /// Keep each path within [`LOOP_BUDGET`]: a CPU implementation, or the CPU-like family.
     loop_limited: bool,
+    /// Decode splits past this many keys ([`Tuning::split_attention_after`]).
+    split_after: u32,
 }
 
 impl Attention {
@@ -280,6 +282,7 @@ impl Attention {
             dims,
             cpu_like: gpu.direct_kernels(),
             loop_limited: gpu.direct_kernels() || gpu.info().device_type == wgpu::DeviceType::Cpu,
+            split_after: gpu.tuning().split_attention_after,
         })
     }
 
@@ -291,11 +294,9 @@ impl Attention {
     /// Encodes the new keys' and values' write to the cache and attention for `m` tokens
     /// attending to `keys`.
     pub fn encode(&self, pass: &mut Pass, m: u32, keys: AttendedKeys) {
-        // Up to one chunk of keys the split would do the whole kernel's work in one workgroup
-        // per (head, token), plus a dispatch to merge one chunk.
         let path = match self.cpu_like {
             true => AttentionPath::Direct,
-            false if m <= SPLIT_MAX_TOKENS && keys.longest > ATTENTION_CHUNK as u32 => AttentionPath::Split,
+            false if m <= SPLIT_MAX_TOKENS && keys.longest > self.split_after => AttentionPath::Split,
             false if keys.decode_step => AttentionPath::Whole,
             false => AttentionPath::Grouped,
         };

@@ -3,7 +3,7 @@
 use std::rc::Rc;
 
 use super::{LINEAR_BLOCKS, LINEAR_DIRECT, MATMUL, MATVEC, Pass, SPLIT_SUM, div_up, grid_2d, uniform, work, workgroup};
-use crate::gpu::{Gpu, Kernel, KernelSpec, PackedMatrix};
+use crate::gpu::{Gpu, Kernel, KernelSpec, PackedMatrix, Tuning};
 
 uniform!(
     /// linear.wgsl's `Shape`, one per weight chunk.
@@ -138,24 +138,12 @@ impl Matvec {
     }
 }
 
-/// Below this many 64 x 64 tiles a matmul runs in 32 x 32 tiles (four times as many
-/// workgroups): a large GPU has over 100 compute units, each wanting a few workgroups.
-const MIN_TILES_64: u32 = 256;
-
-/// Split-K (matmul's SPLIT, then split_sum): a prefill whose 32 x 32 tiles are fewer than this
-/// (the bar [`MIN_TILES_64`] sets for 64 x 64 ones) runs a layer of long K in parts of K, each
-/// part a workgroup of its own, and a second pass adds the parts up. 0.5B's down_proj (N = 896,
-/// K = 4,864) at 128 tokens makes 112 tiles, each walking 304 steps of K: on a GPU of over 100
-/// compute units that is one short workgroup per unit, with little to hide its loads' latency,
-/// for the longest dispatch of the layer. In 8 parts it makes 896 workgroups of 38 steps.
-const SPLIT_BELOW_TILES: u32 = 256;
-
 /// Fewest values of K per part: a part's fixed costs (its first loads, its stores, its share of
 /// the second pass) stay small beside its loop. So layers of K < 1,024 (0.5B's qkv and o_proj)
 /// never split.
 const SPLIT_MIN_K: usize = 512;
 
-/// Most parts of K: the second pass reads `parts` partial sums per output. A layer's parts
+/// Most parts of K (split-K: matmul's SPLIT, then split_sum): the second pass reads `parts` partial sums per output. A layer's parts
 /// follow from its K alone (they are in its uniform): at 0.5B's down_proj and 128 tokens the 8
 /// parts' sums are 3.7 MB written and read again, small beside the layer's 8.7 MB of weights and
 /// 1.1 GFLOP, and they keep 7 workgroups in flight per compute unit of a 132-unit GPU.
@@ -166,13 +154,16 @@ const SPLIT_SUM_WORKGROUP: u32 = 64;
 
 /// Where split-K layers write their partial sums: one buffer that every layer of a model shares
 /// (they run one after another), sized for the largest split any of them makes: fewer than
-/// [`SPLIT_BELOW_TILES`] tiles of 32 x 32 outputs, in up to [`MAX_SPLITS`] parts (8 MiB).
+/// [`Tuning::split_k_below_tiles`] tiles of 32 x 32 outputs, in up to [`MAX_SPLITS`] parts (8 MiB
+/// by default).
 pub struct SplitPartials(wgpu::Buffer);
 
 impl SplitPartials {
-    pub fn new(gpu: &Gpu) -> Self {
-        let floats = MAX_SPLITS * SPLIT_BELOW_TILES as usize * 32 * 32;
-        Self(gpu.storage("split-K partials", (floats * 4) as u64))
+    /// `None` where no layer splits K: the CPU-like family, or a tuning that never splits.
+    pub fn new(gpu: &Gpu) -> Option<Self> {
+        let tiles = gpu.tuning().split_k_below_tiles as usize;
+        let floats = MAX_SPLITS * tiles * 32 * 32;
+        (!gpu.direct_kernels() && tiles > 0).then(|| Self(gpu.storage("split-K partials", (floats * 4) as u64)))
     }
 }
 
@@ -185,7 +176,7 @@ impl Drop for SplitPartials {
 /// The buffers a [`Linear`] reads and writes. `tokens` is linear.wgsl's `Tokens` uniform (M in
 /// its first field); `bias` is optional; `y` has `out_cols` columns, of which the layer writes
 /// its N from `first_col` on (0 but where several layers fill one output side by side). With
-/// `partials`, the GPU family's matmul may split K (see [`SPLIT_BELOW_TILES`]).
+/// `partials`, the GPU family's matmul may split K (see [`Tuning::split_k_below_tiles`]).
 pub struct LinearBuffers<'a> {
     pub tokens: &'a wgpu::Buffer,
     pub x: &'a wgpu::Buffer,
@@ -207,8 +198,8 @@ pub enum Fold<'a> {
 
 /// Which kernels run the layer.
 enum Kernels {
-    /// GPUs: matvec for M <= [`MATVEC_MAX_ROWS`] (when K allows it), else matmul in 64 x 64 or
-    /// 32 x 32 tiles, or for few 32 x 32 tiles split over K where the layer allows it.
+    /// GPUs: matvec for M <= [`Tuning::matvec_max_rows`] (when K allows it), else matmul in
+    /// 64 x 64 or 32 x 32 tiles, or for few 32 x 32 tiles split over K where the layer allows it.
     Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Matvec>, split: Option<SplitKernels> },
     /// CPU-like devices: the barrier-free kernel, one per block of the device's table
     /// ([`LAVAPIPE_BLOCKS`] or [`SMALL_BLOCKS`]).
@@ -257,6 +248,8 @@ pub struct Linear {
     extra_reads: (usize, usize),
     /// Gate and up rows in pairs, an output per pair ([`Linear::swiglu`]).
     swiglu: bool,
+    /// Where the kernels change path (the device's).
+    tuning: Tuning,
 }
 
 impl Linear {
@@ -283,8 +276,8 @@ impl Linear {
 
     /// The layer applied to `fold`(x): matvec applies the operation (an RMSNorm, or SwiGLU) to
     /// each value as it reads it, so the operation costs no dispatch (nor a pass over memory) of
-    /// its own. Meant for the batches matvec serves (up to [`MATVEC_MAX_ROWS`] token rows; it is
-    /// exact for any). `None` where matvec cannot run the layer: CPU-like devices, K not a
+    /// its own. Meant for the batches matvec serves (up to [`Tuning::matvec_max_rows`] token
+    /// rows; it is exact for any). `None` where matvec cannot run the layer: CPU-like devices, K not a
     /// multiple of 8.
     pub fn folded(gpu: &Gpu, w: &PackedMatrix, io: LinearBuffers, store: Store, fold: Fold) -> Option<Self> {
         Self::runs_matvec(gpu, w).then(|| Self::build(gpu, w, io, store, Some(fold), false, None))
@@ -406,7 +399,8 @@ impl Linear {
                 Chunk { group, split, rows: c.rows }
             })
             .collect();
-        Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads, swiglu }
+        let tuning = gpu.tuning();
+        Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads, swiglu, tuning }
     }
 
     /// Encodes the layer for `m` token rows.
@@ -448,13 +442,13 @@ impl Linear {
     }
 
     /// Split-K's kernels where `m` token rows and a chunk of `rows` weight rows run split: the
-    /// layer can, and matmul would run fewer than [`SPLIT_BELOW_TILES`] 32 x 32 tiles.
+    /// layer can, and matmul would run fewer than [`Tuning::split_k_below_tiles`] 32 x 32 tiles.
     fn split_for(&self, m: u32, rows: usize) -> Option<&SplitKernels> {
         match &self.kernels {
             Kernels::Tiled { split: Some(split), matvec, .. } => {
-                let matvec_runs = matvec.is_some() && m <= MATVEC_MAX_ROWS;
+                let matvec_runs = matvec.is_some() && m <= self.tuning.matvec_max_rows;
                 let tiles_32 = div_up(rows, 32) * m.div_ceil(32);
-                (!matvec_runs && tiles_32 < SPLIT_BELOW_TILES).then_some(split)
+                (!matvec_runs && tiles_32 < self.tuning.split_k_below_tiles).then_some(split)
             }
             _ => None,
         }
@@ -468,10 +462,12 @@ impl Linear {
                 let block = blocks[i];
                 (&kernels[i], (div_up(rows, (block.n * DIRECT_WORKGROUP) as usize), m.div_ceil(block.m), 1))
             }
-            Kernels::Tiled { matvec: Some(matvec), .. } if m <= MATVEC_MAX_ROWS => (&matvec.kernel, matvec.grid(rows)),
+            Kernels::Tiled { matvec: Some(matvec), .. } if m <= self.tuning.matvec_max_rows => {
+                (&matvec.kernel, matvec.grid(rows))
+            }
             Kernels::Folded { matvec } => (&matvec.kernel, matvec.grid(rows)),
             Kernels::Tiled { matmul_64, matmul_32, .. } => {
-                if div_up(rows, 64) * m.div_ceil(64) >= MIN_TILES_64 {
+                if div_up(rows, 64) * m.div_ceil(64) >= self.tuning.matmul_64_from_tiles {
                     (matmul_64, (div_up(rows, 64), m.div_ceil(64), 1))
                 } else {
                     (matmul_32, (div_up(rows, 32), m.div_ceil(32), 1))
