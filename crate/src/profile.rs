@@ -48,6 +48,8 @@ pub struct Dispatch {
     pub gpu_ms: f64,
     pub bytes: u64,
     pub flops: u64,
+    /// Workgroups along x, y and z (a large GPU has over 100 compute units to fill).
+    pub grid: [u32; 3],
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -142,11 +144,16 @@ impl Runs {
                     gpu_ms: 0.0,
                     bytes: d.work.bytes,
                     flops: d.work.flops,
+                    grid: d.grid,
                 })
                 .collect();
         }
         let same = out.profile.len() == self.dispatches.len()
-            && out.profile.iter().zip(&self.dispatches).all(|((d, _), sum)| d.kernel == sum.kernel);
+            && out
+                .profile
+                .iter()
+                .zip(&self.dispatches)
+                .all(|((d, _), sum)| d.kernel == sum.kernel && d.grid == sum.grid);
         if !same {
             return Err(crate::Error::Gpu("profiled runs of one phase dispatched different kernels".into()));
         }

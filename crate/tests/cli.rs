@@ -267,6 +267,13 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             let mut sum = 0.0;
             for d in dispatches {
                 assert!(!d["kernel"].as_str().unwrap().is_empty());
+                // Workgroups along x, y, z: none empty; a 70-token matmul's rows of 32 x 32
+                // tiles (the tiny model's few tiles): 3.
+                let grid: Vec<u64> = d["grid"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+                assert!(grid.len() == 3 && grid.iter().all(|&g| g > 0), "{d}");
+                if d["kernel"] == "matmul" {
+                    assert_eq!(grid[1], 3, "{d}");
+                }
                 assert!(d["layer"].is_null() || d["layer"].as_u64().unwrap() < 2);
                 assert!(d["bytes"].as_u64().is_some() && d["flops"].as_u64().is_some());
                 sum += d["gpu_ms"].as_f64().unwrap();

@@ -159,6 +159,12 @@ fn every_tuning_runs_its_paths_and_matches_hf() {
                 assert_eq!(got, want, "{tune:?}: {kernel} dispatches in the {phase}");
             }
         }
+        // Layer 0's QKV (128 weight rows) over the 16 tokens, where matmul runs it: 4 tiles of
+        // 32 rows, or 2 of 64.
+        let tile = if tune.contains("matmul-64-from-tiles=0") { 64 } else { 32 };
+        if let Some((qkv, _)) = prefill.profile.iter().find(|(d, _)| d.kernel == "matmul") {
+            assert_eq!(qkv.grid, [128 / tile, 1, 1], "{tune:?}: the QKV matmul's workgroups");
+        }
     }
 }
 

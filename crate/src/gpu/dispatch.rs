@@ -27,6 +27,8 @@ pub struct DispatchRecord {
     pub kernel: &'static str,
     pub layer: Option<usize>,
     pub work: Work,
+    /// Workgroups along x, y and z: how much of the GPU the dispatch can fill.
+    pub grid: [u32; 3],
 }
 
 /// How profile mode times each dispatch.
@@ -81,9 +83,9 @@ impl Profiler {
 
     /// Records a dispatch; returns the index of its timestamp pair, `None` past the query set's
     /// size (the dispatch still runs, untimed; `read` says so).
-    fn record(&mut self, kernel: &'static str, layer: Option<usize>, work: Work) -> Option<u32> {
+    fn record(&mut self, record: DispatchRecord) -> Option<u32> {
         let i = self.records.len();
-        self.records.push(DispatchRecord { kernel, layer, work });
+        self.records.push(record);
         (i < MAX_TIMED).then_some(i as u32)
     }
 
@@ -218,6 +220,7 @@ impl<'a> Dispatcher<'a> {
 
     /// Dispatches `kernel` with `group` over `grid` workgroups.
     pub fn dispatch(&mut self, kernel: &Kernel, group: &wgpu::BindGroup, grid: (u32, u32, u32), work: Work) {
+        let record = || DispatchRecord { kernel: kernel.name, layer: self.layer, work, grid: [grid.0, grid.1, grid.2] };
         let encode = |pass: &mut wgpu::ComputePass| {
             pass.set_pipeline(&kernel.pipeline);
             pass.set_bind_group(0, group, &[]);
@@ -237,7 +240,7 @@ impl<'a> Dispatcher<'a> {
                     next.is_some_and(|e| e.grid == grid && e.pipeline == kernel.pipeline && e.group == *group);
                 check.at += 1;
             }
-            Mode::Stamped(pass, profiler, _) => match profiler.record(kernel.name, self.layer, work) {
+            Mode::Stamped(pass, profiler, _) => match profiler.record(record()) {
                 Some(i) => {
                     pass.write_timestamp(&profiler.set, 2 * i);
                     encode(pass);
@@ -246,12 +249,11 @@ impl<'a> Dispatcher<'a> {
                 None => encode(pass),
             },
             Mode::PassPerDispatch(encoder, profiler) => {
-                let timestamp_writes =
-                    profiler.record(kernel.name, self.layer, work).map(|i| wgpu::ComputePassTimestampWrites {
-                        query_set: &profiler.set,
-                        beginning_of_pass_write_index: Some(2 * i),
-                        end_of_pass_write_index: Some(2 * i + 1),
-                    });
+                let timestamp_writes = profiler.record(record()).map(|i| wgpu::ComputePassTimestampWrites {
+                    query_set: &profiler.set,
+                    beginning_of_pass_write_index: Some(2 * i),
+                    end_of_pass_write_index: Some(2 * i + 1),
+                });
                 encode(&mut begin_pass(encoder, kernel.name, timestamp_writes));
             }
         }
