@@ -12,6 +12,7 @@ let wasm = null; // the module's exports: its memory, for the load tests
 let model = null; // {source, info, uncached}
 let lost = null; // why the GPU device was lost, until the next load
 let kernels = null; // 'tiled' or 'direct' when the page chose the linear-kernel family, else by device
+let tune = ''; // where the tiled kernels change path (the CLI's --tune), else the defaults
 
 function post(message) {
   self.postMessage(message);
@@ -44,14 +45,18 @@ function need(what) {
 /** Opens the GPU device (again, after one was lost). */
 async function openGpu() {
   const adapter = await adapterInfo();
-  gpu = await WebGpu.open(kernels ? kernels === 'direct' : adapter.cpuLike);
+  gpu = await WebGpu.open(kernels ? kernels === 'direct' : adapter.cpuLike, tune);
   return adapter;
 }
 
 const COMMANDS = {
-  /** `kernels`: 'tiled' or 'direct' to choose the linear-kernel family (else by device). */
-  async init({ kernels: family } = {}) {
+  /**
+   * `kernels`: 'tiled' or 'direct' to choose the linear-kernel family (else by device); `tune`:
+   * NAME=VALUE pairs, as the CLI's --tune takes them (else the defaults).
+   */
+  async init({ kernels: family, tune: tuning } = {}) {
     kernels = ['tiled', 'direct'].includes(family) ? family : null;
+    tune = typeof tuning === 'string' ? tuning : '';
     wasm = await init();
     if (!navigator.gpu) {
       throw coded('no_webgpu', 'this browser has no WebGPU (navigator.gpu)');

@@ -373,7 +373,7 @@ async function start() {
   presetFromUrl();
   $('gpu-info').textContent = t().gpuChecking;
   if ('serviceWorker' in navigator) navigator.serviceWorker.register('./sw.js').catch(() => {});
-  const { gpu, adapter, defaultPrefix } = await client.call('init', { kernels: params.get('kernels') }).catch((e) => {
+  const { gpu, adapter, defaultPrefix } = await client.call('init', { kernels: params.get('kernels'), tune: params.get('tune') ?? '' }).catch((e) => {
     $('gpu-info').textContent = noWebgpu(e) ? t().noWebgpu : e.message;
     showError(e);
     throw e;

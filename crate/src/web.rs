@@ -11,7 +11,7 @@ use wasm_bindgen::prelude::*;
 use crate::bench::{self, BenchOptions};
 use crate::config::Qwen2Config;
 use crate::gguf::GgufStream;
-use crate::gpu::{Gpu, GpuLoader, GpuOptions, GpuWeights, KernelFamily};
+use crate::gpu::{Gpu, GpuLoader, GpuOptions, GpuWeights, KernelFamily, Tuning};
 use crate::judge::{DEFAULT_PREFIX, Engine, JudgeOptions, JudgeRequest, PrefixSharing, Strategy};
 use crate::quant::Quant;
 use crate::tokenizer::Tokenizer;
@@ -71,9 +71,12 @@ impl WebGpu {
     /// Opens the device; fails with a message naming what is missing. `direct`: use the
     /// barrier-free kernel family, as for a CPU implementation such as SwiftShader (the browser
     /// tells JS, not wgpu, what the adapter is), or as the page's `?kernels=direct` asks.
-    pub async fn open(direct: bool) -> Result<WebGpu, JsValue> {
+    /// `tune`: where the tiled kernels change path, as the CLI's `--tune` takes it (the page's
+    /// `?tune=`; empty: the defaults).
+    pub async fn open(direct: bool, tune: String) -> Result<WebGpu, JsValue> {
         let kernels = Some(if direct { KernelFamily::Direct } else { KernelFamily::Tiled });
-        Ok(Self(Rc::new(Gpu::new(GpuOptions { kernels, ..Default::default() }).await.map_err(js)?)))
+        let tuning: Tuning = tune.parse().map_err(js)?;
+        Ok(Self(Rc::new(Gpu::new(GpuOptions { kernels, tuning, ..Default::default() }).await.map_err(js)?)))
     }
 
     /// `{"name", "backend", "timestamps", "max_binding", "max_buffer"}` as JSON.
@@ -84,6 +87,7 @@ impl WebGpu {
             "backend": format!("{:?}", g.info().backend),
             "timestamps": g.timestamps(),
             "direct_kernels": g.direct_kernels(),
+            "tuning": g.tuning(),
             "max_binding": g.max_binding(),
             "max_buffer": g.limits().max_buffer_size,
         }))

@@ -233,10 +233,11 @@ test('the 777 preset runs scaled down on this slow device and projects the full 
   assert.match(lines[2], /^All 777 on the article's hosted GPU \(60 ms per 600-token prefill, 30 ms a step\): about \d+ s; latency bound: \d+ ms\.$/);
 });
 
-test('?kernels=tiled runs the GPU family in the page (matmul, matvec, paired gate and up, appending attention), with the same answers', async () => {
+test('?kernels=tiled runs the GPU family in the page (matmul, matvec, paired gate and up, appending attention), with the same answers; ?tune= moves its thresholds', async () => {
   // SwiftShader would get the barrier-free family: this is how the browser's own shader
-  // compiler sees the kernels a visitor's GPU runs.
-  const tiled = await openTiny('&kernels=tiled');
+  // compiler sees the kernels a visitor's GPU runs. Tuned, decode attention splits after 8
+  // keys (by default after 64): the answers stay the native engine's untuned ones.
+  const tiled = await openTiny('&kernels=tiled&tune=split-attention-after=8');
   try {
     const ids = ref.input_ids;
     const logits = await tiled.page.evaluate((ids) => window.onetoken.logits(ids), ids);
@@ -251,14 +252,25 @@ test('?kernels=tiled runs the GPU family in the page (matmul, matvec, paired gat
     const report = await tiled.page.evaluate(() =>
       window.onetoken.bench({ lengths: [12, 70], batch_sizes: [1], repeats: 1, profile: true }));
     assert.equal(report.device.kernels, 'tiled');
+    assert.equal(report.device.tuning.split_attention_after, 8);
     // Embedding, 2 layers, gather, norm, LM head, top-k (2). A layer: 6 dispatches in a 12-token
-    // prefill (norms folded into matvec), 8 in a 70-token one (matmul), 5 in a decode step after
-    // 12 keys (attention appends the new keys itself) and 6 after 70 (split and merged).
+    // prefill (norms folded into matvec), 8 in a 70-token one (matmul), and 6 in a decode step
+    // after 12 keys and after 70 (split and merged; attention appends the new keys itself).
     const perLayer = report.profile.phases.map((p) => (p.dispatch_count - 6) / 2);
-    assert.deepEqual(perLayer, [6, 5, 8, 6]);
+    assert.deepEqual(perLayer, [6, 6, 8, 6]);
+    const decode = report.profile.phases[1].dispatches.map((d) => d.kernel);
+    assert.equal(decode.filter((k) => k === 'attention_split').length, 2, decode.join(' '));
     assert.deepEqual(tiled.errors, []);
   } finally {
     await tiled.browser.close();
+  }
+  // A setting the engine does not have is named where the GPU's line would be.
+  const browser = await openBrowser();
+  try {
+    const { page } = await browser.open('index.html?tune=split-after=3&lang=en');
+    await page.waitForFunction(() => /no tuning setting "split-after"/.test(document.querySelector('#gpu-info').textContent));
+  } finally {
+    await browser.close();
   }
 });
 
