@@ -3,7 +3,7 @@
 // to the cache on the way: with APPEND, attention needs no kv_write dispatch before it.
 // In a decode step each token is the only new one of its sequence, so the only new key it
 // attends to is its own, the last (position pos). Prepended to attention and attention_split,
-// which declare q, k_cache (read_write vec4s), v_cache (read_write), inv_freq (rotary.wgsl) and
+// which declare q, k_cache and v_cache (read_write vec4s), inv_freq (rotary.wgsl) and
 // qs (the query in vec4s, RoPE applied and pre-scaled, zero past D). Keys are read 16 bytes at a
 // time; APPEND needs D % 4 == 0 (the new key is written a vec4 at a time), which the Rust side
 // checks.
@@ -25,23 +25,16 @@ fn load_new_key(at: u32, pos: u32, tid: u32, threads: u32) {
     }
 }
 
-// Values 4c .. 4c + 3 of the new value of the key at `at` (zero past D). With `stores` (one
-// query head per KV group), they are written to the value cache row starting at word `row_at`.
+// Values 4c .. 4c + 3 of the new value of the key at `at` (c < D / 4). With `stores` (one query
+// head per KV group), they are written to the value cache row starting at word `row_at` (a
+// multiple of 4, as D is).
 fn new_value_quad(at: u32, c: u32, row_at: u32, stores: bool) -> vec4<f32> {
-    let i = 4u * c;
-    return vec4<f32>(new_value(at, i, row_at, stores), new_value(at, i + 1u, row_at, stores),
-        new_value(at, i + 2u, row_at, stores), new_value(at, i + 3u, row_at, stores));
-}
-
-fn new_value(at: u32, i: u32, row_at: u32, stores: bool) -> f32 {
-    if i >= shape.head_dim {
-        return 0.0;
-    }
-    let value = q[at + shape.kv_heads * shape.head_dim + i];
+    let v = at + shape.kv_heads * shape.head_dim + 4u * c;
+    let quad = vec4<f32>(q[v], q[v + 1u], q[v + 2u], q[v + 3u]);
     if stores {
-        v_cache[row_at + i] = value;
+        v_cache[row_at / 4u + c] = quad;
     }
-    return value;
+    return quad;
 }
 
 // Writes new_key (published by a barrier since load_new_key) to the key cache row at word

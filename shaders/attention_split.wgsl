@@ -9,7 +9,7 @@
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> q: array<f32>;              // [M, q_stride]: queries, keys, values, before RoPE
 @group(0) @binding(3) var<storage, read_write> k_cache: array<vec4<f32>>;  // [rows, kv_heads * D] (written with APPEND)
-@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;  // [rows, kv_heads * D] (written with APPEND)
+@group(0) @binding(4) var<storage, read_write> v_cache: array<vec4<f32>>;  // [rows, kv_heads * D] (written with APPEND)
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;  // [M, heads, splits, D + 2]
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;       // [D / 2] (rotary.wgsl)
 

@@ -1,8 +1,9 @@
 // Weighing the values, for attention and attention_split (prepended to them after
-// attention_append.wgsl): thread tid takes quad c = tid % Q of the head (dims 4c .. 4c + 3,
-// Q = D / 4 rounded up) for the subset s = tid / Q of a block's keys (keys s, s + S, s + 2S, ...
-// of S = WG / Q subsets), so a thread walks n / S keys, not n, two at a time (4 values of a row
-// a key: four 4-byte loads, as D need not be a multiple of 4). On a GPU each step
+// attention_append.wgsl, which declare v_cache as vec4s): thread tid takes quad c = tid % Q of
+// the head (dims 4c .. 4c + 3, Q = D / 4 rounded up) for the subset s = tid / Q of a block's
+// keys (keys s, s + S, s + 2S, ... of S = WG / Q subsets), so a thread walks n / S keys, not n,
+// two at a time (4 values of a row a key: one 16-byte load where D is a multiple of 4, as in
+// every Qwen2.5, so the Q threads of a key read its row in whole 16-byte pieces). On a GPU each step
 // of that walk is a memory latency (a decode step has too few workgroups to hide it), and
 // latency, not bandwidth, is what a decode step's attention costs. The subsets' sums meet at the
 // end (subset_total): the same softmax rescaling applies to all of them.
@@ -19,16 +20,24 @@ fn value_quads() -> u32 {
     return (shape.head_dim + 3u) / 4u;
 }
 
-// Values 4c .. 4c + 3 of the value row starting at word `at`; zero past D.
+// Values 4c .. 4c + 3 of the value row starting at word `at` (c < Q); zero past D. Where D is a
+// multiple of 4 every row starts on a whole vec4 and holds whole quads: one load.
 fn value_quad(at: u32, c: u32) -> vec4<f32> {
     let i = 4u * c;
     let d = shape.head_dim;
-    return vec4<f32>(
-        select(0.0, v_cache[at + i], i < d),
-        select(0.0, v_cache[at + i + 1u], i + 1u < d),
-        select(0.0, v_cache[at + i + 2u], i + 2u < d),
-        select(0.0, v_cache[at + i + 3u], i + 3u < d),
-    );
+    if d % 4u == 0u {
+        return v_cache[(at + i) / 4u];
+    }
+    return vec4<f32>(value_or_zero(at + i, i < d), value_or_zero(at + i + 1u, i + 1u < d),
+        value_or_zero(at + i + 2u, i + 2u < d), value_or_zero(at + i + 3u, i + 3u < d));
+}
+
+// Word `at` of the value cache, or zero where it lies past the head (`inside` false).
+fn value_or_zero(at: u32, inside: bool) -> f32 {
+    if !inside {
+        return 0.0;
+    }
+    return v_cache[at / 4u][at % 4u];
 }
 
 // Thread tid's share of a block: probs[j] times its quad of the value rows j of its subset
