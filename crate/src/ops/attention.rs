@@ -114,7 +114,7 @@ const DIRECT_HEADS: usize = 8;
 const LOOP_BUDGET: u64 = 60_000;
 
 /// Batches of at most this many tokens (decode) take the split attention, when a token sees
-/// more than [`Tuning::split_attention_after`] keys.
+/// more than [`split_attention_after`](crate::gpu::Tuning::split_attention_after) keys.
 const SPLIT_MAX_TOKENS: u32 = 8;
 
 /// How many keys a batch's tokens attend to (from the batch plan).
@@ -199,13 +199,16 @@ pub struct AttentionBuffers<'a> {
 /// prefill one workgroup per (KV head, token) walks the token's keys for all query heads of the
 /// KV head, reading each key and value once for them (where the head shapes allow it, else one
 /// workgroup per (head, token)); in decode (M <= 8) past [`Tuning::split_attention_after`] keys
-/// (one chunk of [`ATTENTION_CHUNK`] by default), the keys are split in such chunks, one workgroup per (head, token, chunk), then merged, so a
-/// step's cost barely grows with the context; other decode steps run one workgroup per (head,
-/// token). In a decode step the whole and split kernels also append the new keys and values (no
-/// kv_write dispatch; where D % 4 == 0). GPU kernels read keys 16 bytes at a time. CPU-like
-/// devices ([`Gpu::direct_kernels`]): one invocation per (head, token) up to
+/// (one chunk of [`ATTENTION_CHUNK`] by default), the keys are split in such chunks, one
+/// workgroup per (head, token, chunk), then merged, so a step's cost barely grows with the
+/// context; other decode steps run one workgroup per (head, token). In a decode step the whole
+/// and split kernels also append the new keys and values (no kv_write dispatch; where D % 4 ==
+/// 0). GPU kernels read keys and values 16 bytes at a time. CPU-like devices
+/// ([`Gpu::direct_kernels`]): one invocation per (head, token) up to
 /// [`AttentionDims::direct_takes`]'s context (the whole kernel past it), no barriers (theirs are
 /// expensive, and a few threads gain nothing from more workgroups).
+///
+/// [`Tuning::split_attention_after`]: crate::gpu::Tuning::split_attention_after
 pub struct Attention {
     kv_write: KvWrite,
     /// Each GPU kernel plain, and appending the new keys and values (`APPEND`).
@@ -220,7 +223,7 @@ pub struct Attention {
     cpu_like: bool,
     /// Keep each path within [`LOOP_BUDGET`]: a CPU implementation, or the CPU-like family.
     loop_limited: bool,
-    /// Decode splits past this many keys ([`Tuning::split_attention_after`]).
+    /// Decode splits past this many keys ([`crate::gpu::Tuning::split_attention_after`]).
     split_after: u32,
 }
 

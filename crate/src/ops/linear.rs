@@ -143,10 +143,11 @@ impl Matvec {
 /// never split.
 const SPLIT_MIN_K: usize = 512;
 
-/// Most parts of K (split-K: matmul's SPLIT, then split_sum): the second pass reads `parts` partial sums per output. A layer's parts
-/// follow from its K alone (they are in its uniform): at 0.5B's down_proj and 128 tokens the 8
-/// parts' sums are 3.7 MB written and read again, small beside the layer's 8.7 MB of weights and
-/// 1.1 GFLOP, and they keep 7 workgroups in flight per compute unit of a 132-unit GPU.
+/// Most parts of K (split-K: matmul's SPLIT, then split_sum): the second pass reads `parts`
+/// partial sums per output. A layer's parts follow from its K alone (they are in its uniform):
+/// at 0.5B's down_proj and 128 tokens the 8 parts' sums are 3.7 MB written and read again, small
+/// beside the layer's 8.7 MB of weights and 1.1 GFLOP, and they keep 7 workgroups in flight per
+/// compute unit of a 132-unit GPU.
 const MAX_SPLITS: usize = 8;
 
 /// Threads per workgroup of split_sum, one output each.
