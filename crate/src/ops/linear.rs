@@ -10,10 +10,8 @@ uniform!(
     LinearShape { k: u32, n: u32, n_offset: u32, out_cols: u32, row_start: u32, eps: f32, splits: u32, _pad2: u32 }
 );
 
-/// Most token rows the matvec kernel serves (8 at a time, in its two vec4 accumulators). Up to
-/// here it beats matmul on a large GPU by reasoning, not yet by measurement: it spreads a layer
-/// over N / 8 workgroups (112 for an 896-wide output) where 32 x 32 matmul tiles make N / 32
-/// (28), and it reads the weights from memory once, then from cache for each block of 8 rows.
+/// Most token rows the matvec kernel serves (8 at a time, in its two vec4 accumulators): the
+/// largest, and default, [`Tuning::matvec_max_rows`] (why matvec up to here: see its default).
 pub const MATVEC_MAX_ROWS: u32 = 32;
 
 /// Invocations per workgroup of linear_direct (its `WORKGROUP`): small, so that a layer of few
