@@ -159,9 +159,17 @@ fn tune_is_honoured_and_reported() {
         ("split-after=3", "no tuning setting \"split-after\""),
         ("matvec-max-rows=many", "not a whole number"),
     ] {
-        let (ok, _, err) = onetoken(&["logits", "--model", &model, "--ids", "1", "--tune", tune]);
-        assert!(!ok && err.contains(message), "{tune}: {err}");
+        let out = Command::new(env!("CARGO_BIN_EXE_onetoken"))
+            .args(["logits", "--model", &model, "--ids", "1", "--tune", tune])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        // A command line that does not parse exits 2 (the README's exit codes).
+        assert!(out.status.code() == Some(2) && err.contains(message), "{tune}: {:?} {err}", out.status);
     }
+    // The help states the defaults as the code has them.
+    let (ok, help, _) = onetoken(&["logits", "--help"]);
+    assert!(ok && help.contains(&onetoken::gpu::Tuning::defaults_text()), "{help}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The native command-line tool: the same engine as the page, for tests, benchmarks and scripts.
-//! Every command prints one JSON object per line on stdout; errors go to stderr with exit code 1.
+//! Every command prints one JSON object per line on stdout; errors go to stderr with exit code 1
+//! (2 for a command line that does not parse).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -113,12 +114,19 @@ struct DeviceArgs {
     /// as lavapipe). Default: by device type.
     #[arg(long, value_name = "tiled|direct")]
     kernels: Option<KernelFamily>,
-    /// Where the tiled kernels change path, over the defaults (the same results, another
-    /// speed): NAME=VALUE pairs, comma-separated, of split-attention-after (keys; 64),
-    /// matvec-max-rows (0 to 32; 32), matmul-64-from-tiles (256) and split-k-below-tiles (0:
-    /// never; 256).
-    #[arg(long, value_name = "NAME=VALUE,...")]
+    /// Where the tiled kernels change path, over the defaults (the same results, another speed):
+    /// NAME=VALUE pairs, comma-separated (the help lists the settings and their defaults).
+    #[arg(long, value_name = "NAME=VALUE,...", help = tune_help())]
     tune: Option<Tuning>,
+}
+
+/// `--tune`'s help: the settings' defaults as [`Tuning::default`] has them.
+fn tune_help() -> String {
+    format!(
+        "Where the tiled kernels change path, over the defaults (the same results, another speed): NAME=VALUE \
+         pairs, comma-separated. Defaults: {}",
+        Tuning::defaults_text()
+    )
 }
 
 impl DeviceArgs {

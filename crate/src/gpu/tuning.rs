@@ -115,6 +115,16 @@ impl Tuning {
         Ok(())
     }
 
+    /// Every setting with its default and range, as the CLI's help and the README state them.
+    pub fn defaults_text() -> String {
+        let d = Tuning::default();
+        format!(
+            "split-attention-after={} (keys), matvec-max-rows={} (0 to {MATVEC_MAX_ROWS}), matmul-64-from-tiles={} and \
+             split-k-below-tiles={} (0: never; at most {SPLIT_K_MAX_TILES})",
+            d.split_attention_after, d.matvec_max_rows, d.matmul_64_from_tiles, d.split_k_below_tiles
+        )
+    }
+
     /// The settings that differ from the defaults, as `--tune` takes them (empty: none).
     pub fn changes(&self) -> String {
         let defaults = Tuning::default().settings();
@@ -144,6 +154,19 @@ mod tests {
         }
         let values: Vec<u32> = t.settings().iter().map(|(_, v)| *v).collect();
         assert_eq!(values, [1000, 1001, 1002, 1003]);
+    }
+
+    /// The CLI's help is made from the defaults; the README states them in the same words, so a
+    /// changed default fails here until the README says it.
+    #[test]
+    fn the_readme_states_the_defaults() {
+        let readme = include_str!("../../../README.md").split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = Tuning::defaults_text();
+        assert!(readme.contains(&text), "the README's --tune paragraph should say: {text}");
+        // The text holds each setting with its default value.
+        for (name, value) in Tuning::default().settings() {
+            assert!(text.contains(&format!("{name}={value}")), "{text}");
+        }
     }
 
     #[test]
