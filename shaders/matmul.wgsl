@@ -133,10 +133,17 @@ fn main(
             let b1 = ws[(lid.x + step) * ROW + q];
             let b2 = ws[(lid.x + 2u * step) * ROW + q];
             let b3 = ws[(lid.x + 3u * step) * ROW + q];
-            acc0 += vec4<f32>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
-            acc1 += vec4<f32>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
-            acc2 += vec4<f32>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
-            acc3 += vec4<f32>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
+            // Outer products, one k at a time: each multiply-add lands on an accumulator, so
+            // a GPU fuses every one into an FMA. (acc += dot(a, b) costs a multiply, three
+            // FMAs and an add per four: the add cannot join the chain without reassociating.)
+            let bx = vec4<f32>(b0.x, b1.x, b2.x, b3.x);
+            let by = vec4<f32>(b0.y, b1.y, b2.y, b3.y);
+            let bz = vec4<f32>(b0.z, b1.z, b2.z, b3.z);
+            let bw = vec4<f32>(b0.w, b1.w, b2.w, b3.w);
+            acc0 = outer_step(acc0, a0, bx, by, bz, bw);
+            acc1 = outer_step(acc1, a1, bx, by, bz, bw);
+            acc2 = outer_step(acc2, a2, bx, by, bz, bw);
+            acc3 = outer_step(acc3, a3, bx, by, bz, bw);
         }
         workgroupBarrier();
     }
@@ -160,6 +167,12 @@ fn main(
     store_row(m0 + lid.y + step, n0, step, acc1);
     store_row(m0 + lid.y + 2u * step, n0, step, acc2);
     store_row(m0 + lid.y + 3u * step, n0, step, acc3);
+}
+
+// acc plus token row a (4 values of k) times the 4 weight rows' values at those k, given k by k
+// (bx: the rows' values at a.x's k, and so on).
+fn outer_step(acc: vec4<f32>, a: vec4<f32>, bx: vec4<f32>, by: vec4<f32>, bz: vec4<f32>, bw: vec4<f32>) -> vec4<f32> {
+    return a.w * bw + (a.z * bz + (a.y * by + (a.x * bx + acc)));
 }
 
 // Token m's results for weight rows n, n + step, n + 2 step, n + 3 step.

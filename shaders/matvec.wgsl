@@ -188,24 +188,26 @@ fn row_total(r: u32) -> f32 {
 // Token rows b0 .. b0 + b_count (b_count <= 8) times weight row n, stored (with SWIGLU, by the
 // thread rows of the gate rows, with their up rows' results).
 fn block(b0: u32, b_count: u32, n: u32, lane: u32, row: u32, loads: u32) {
+    let live = n < shape.n;
+    let base = n * row_words(shape.k);  // a multiple of 4: rows are 16-byte aligned
+    // A thread's loads go out four at a time, each round a round ahead of the dot products that
+    // use it, the first before the folded norm's reduction and its barriers: one at a time, each
+    // is a memory latency, and a layer with few rows and a long K (down_proj: 224 workgroups of
+    // 64 lanes, 10 loads a thread) has too few threads to hide them.
+    let last = loads - 1u;
+    var ahead: Round;
+    if live {
+        ahead = fetch_round(base, lane, last);
+    }
     let scales = inverse_rms(b0, b_count, lane, row);
     var sums = Sums(vec4<f32>(0.0), vec4<f32>(0.0));
-    if n < shape.n {
-        let base = n * row_words(shape.k);  // a multiple of 4: rows are 16-byte aligned
-        // Four loads in flight per thread before any is used (the last ones clamped to the row,
-        // and skipped): one at a time, each is a memory latency, and a layer with few rows and a
-        // long K (down_proj: 224 workgroups of 64 lanes, 10 loads a thread) has too few threads
-        // to hide them.
-        let last = loads - 1u;
+    if live {
         for (var i = lane; i < loads; i += 4u * LANES) {
-            let l0 = fetch(base, i);
-            let l1 = fetch(base, min(i + LANES, last));
-            let l2 = fetch(base, min(i + 2u * LANES, last));
-            let l3 = fetch(base, min(i + 3u * LANES, last));
-            sums = add_load(sums, b0, b_count, i, l0);
-            if i + LANES < loads { sums = add_load(sums, b0, b_count, i + LANES, l1); }
-            if i + 2u * LANES < loads { sums = add_load(sums, b0, b_count, i + 2u * LANES, l2); }
-            if i + 3u * LANES < loads { sums = add_load(sums, b0, b_count, i + 3u * LANES, l3); }
+            let current = ahead;
+            if i + 4u * LANES < loads {
+                ahead = fetch_round(base, i + 4u * LANES, last);
+            }
+            sums = add_round(sums, b0, b_count, i, loads, current);
         }
     }
     let lo = sums.lo;
@@ -251,6 +253,33 @@ struct Load {
 
 fn fetch(base: u32, i: u32) -> Load {
     return Load(w[base / 4u + i], block_high_bits(base, i), load_scale_min(base, i));
+}
+
+// A thread's loads i, i + LANES, i + 2 LANES and i + 3 LANES of a weight row, clamped to its
+// last load (the clamped ones are fetched again and skipped; a row of fewer loads than lanes
+// clamps even the first).
+struct Round {
+    l0: Load,
+    l1: Load,
+    l2: Load,
+    l3: Load,
+}
+
+fn fetch_round(base: u32, i: u32, last: u32) -> Round {
+    let l0 = fetch(base, min(i, last));
+    let l1 = fetch(base, min(i + LANES, last));
+    let l2 = fetch(base, min(i + 2u * LANES, last));
+    let l3 = fetch(base, min(i + 3u * LANES, last));
+    return Round(l0, l1, l2, l3);
+}
+
+// `sums` plus the loads of round `r` (from load i) that lie within the row's `loads`.
+fn add_round(sums: Sums, b0: u32, b_count: u32, i: u32, loads: u32, r: Round) -> Sums {
+    var s = add_load(sums, b0, b_count, i, r.l0);
+    if i + LANES < loads { s = add_load(s, b0, b_count, i + LANES, r.l1); }
+    if i + 2u * LANES < loads { s = add_load(s, b0, b_count, i + 2u * LANES, r.l2); }
+    if i + 3u * LANES < loads { s = add_load(s, b0, b_count, i + 3u * LANES, r.l3); }
+    return s;
 }
 
 // `sums` plus load i (fetched as `l`) dotted with the block's b_count token rows from b0.

@@ -252,20 +252,23 @@ fn linear_over_split_weights_equals_unsplit() {
 fn matmul_split_over_k_equals_the_reference() {
     let gpu = family_gpu(KernelFamily::Tiled, None);
     let partials = ops::SplitPartials::new(&gpu).expect("the tiled family splits K");
-    // (M, K, N, split): a prefill of few 32 x 32 tiles splits a K of 1,024 or more into parts
-    // (at most 8); the sum pass is a second dispatch. 0.5B's and 1.5B's down_proj and 1.5B's
-    // o_proj at prefill sizes; 252 tiles, the most that split, in 8 parts (the partials buffer
-    // full); 280 tiles and a K of 896, unsplit; matvec's rows (M <= 32) where K allows matvec,
-    // else matmul splits at any M; K % 16 == 8 (the last part ends half a step past K); parts
-    // that K does not divide; quantized blocks.
-    let cases: [(usize, usize, usize, bool); 12] = [
+    // (M, K, N, split): a prefill of few 32 x 32 tiles splits a K of 512 or more into parts of
+    // at least 256 (at most 8 parts); the sum pass is a second dispatch. 0.5B's and 1.5B's
+    // down_proj and 1.5B's o_proj at prefill sizes; 252 tiles, the most that split, in 8 parts
+    // (the partials buffer full); 280 tiles, unsplit; 0.5B's o_proj (K = 896, 3 parts of 304,
+    // 304 and 288) at 64 and 128 tokens; a K under 512, unsplit; matvec's rows (M <= 32) where K
+    // allows matvec, else matmul splits at any M; K % 16 == 8 (the last part ends half a step
+    // past K); parts that K does not divide; quantized blocks.
+    let cases: [(usize, usize, usize, bool); 14] = [
         (33, 4864, 896, true),
         (128, 4864, 896, true),
         (288, 4864, 896, true),
         (289, 4864, 896, false),
         (65, 8960, 1536, true),
         (40, 1536, 1536, true),
-        (128, 896, 896, false),
+        (64, 896, 896, true),
+        (128, 896, 896, true),
+        (100, 504, 40, false),
         (3, 1096, 33, false),
         (3, 1098, 33, true),
         (40, 1048, 33, true),
