@@ -60,15 +60,21 @@ fn key_score(row_at: u32, own: bool) -> f32 {
             s += dot(qs[c], new_key_quad(c));
         }
     } else if shape.head_dim % 4u == 0u {
-        // Four loads of the row in flight at a time: each is a memory latency otherwise.
+        // Eight loads of the row in flight at a time: each is a memory latency otherwise (a
+        // 64-wide row in two rounds, a 128-wide one in four).
         let at = row_at / 4u;
         var c = 0u;
-        for (; c + 4u <= quads; c += 4u) {
+        for (; c + 8u <= quads; c += 8u) {
             let k0 = k_cache[at + c];
             let k1 = k_cache[at + c + 1u];
             let k2 = k_cache[at + c + 2u];
             let k3 = k_cache[at + c + 3u];
-            s += dot(qs[c], k0) + dot(qs[c + 1u], k1) + dot(qs[c + 2u], k2) + dot(qs[c + 3u], k3);
+            let k4 = k_cache[at + c + 4u];
+            let k5 = k_cache[at + c + 5u];
+            let k6 = k_cache[at + c + 6u];
+            let k7 = k_cache[at + c + 7u];
+            s += (dot(qs[c], k0) + dot(qs[c + 1u], k1)) + (dot(qs[c + 2u], k2) + dot(qs[c + 3u], k3))
+                + (dot(qs[c + 4u], k4) + dot(qs[c + 5u], k5)) + (dot(qs[c + 6u], k6) + dot(qs[c + 7u], k7));
         }
         for (; c < quads; c++) {
             s += dot(qs[c], k_cache[at + c]);

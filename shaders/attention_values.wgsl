@@ -53,24 +53,32 @@ fn weigh_quad(tid: u32, n: u32, first: u32, kv_width: u32, fresh: u32, stores: b
         return vec4<f32>(0.0);
     }
     let cached = select(n, n - 1u, fresh != NO_NEW);
-    // Two independent sums, so two loads are in flight at each step.
+    // Four independent sums, so four loads are in flight at each step. Past the subset's last
+    // key a slot reads the block's last cached row again (in cache by then) with weight zero,
+    // so no step waits on a tail of serial loads; `cached` is at least 1 inside the loop.
     var a = vec4<f32>(0.0);
     var b = vec4<f32>(0.0);
-    var j = s;
-    for (; j + count < cached; j += 2u * count) {
+    var e = vec4<f32>(0.0);
+    var f = vec4<f32>(0.0);
+    let last = cached - 1u;
+    for (var j = s; j < cached; j += 4u * count) {
+        let j1 = j + count;
+        let j2 = j + 2u * count;
+        let j3 = j + 3u * count;
         let v0 = value_quad(first + j * kv_width, c);
-        let v1 = value_quad(first + (j + count) * kv_width, c);
+        let v1 = value_quad(first + min(j1, last) * kv_width, c);
+        let v2 = value_quad(first + min(j2, last) * kv_width, c);
+        let v3 = value_quad(first + min(j3, last) * kv_width, c);
         a = fma(vec4<f32>(probs[j]), v0, a);
-        b = fma(vec4<f32>(probs[j + count]), v1, b);
-    }
-    if j < cached {
-        a = fma(vec4<f32>(probs[j]), value_quad(first + j * kv_width, c), a);
+        b = fma(vec4<f32>(select(0.0, probs[min(j1, last)], j1 < cached)), v1, b);
+        e = fma(vec4<f32>(select(0.0, probs[min(j2, last)], j2 < cached)), v2, e);
+        f = fma(vec4<f32>(select(0.0, probs[min(j3, last)], j3 < cached)), v3, f);
     }
     if fresh != NO_NEW && (n - 1u) % count == s {
         let own = new_value_quad(fresh, c, first + (n - 1u) * kv_width, stores);
         a = fma(vec4<f32>(probs[n - 1u]), own, a);
     }
-    return a + b;
+    return (a + b) + (e + f);
 }
 
 // The sum over all subsets of each thread's `acc`, for quad tid (meaningful where tid < Q).
