@@ -2,8 +2,8 @@
 // l_s and o_s the maximum score, sum of exp(score - m_s) and unnormalised output of chunk s,
 // and m the largest m_s: out = sum_s exp(m_s - m) o_s / sum_s exp(m_s - m) l_s.
 // The threads read the chunks' statistics side by side and reduce them (workgroup_reduce.wgsl),
-// and each output dim reads four chunks at a time: on a GPU every read in a chain is a memory
-// latency, and a decode step runs few workgroups to hide it.
+// and each output dim reads four chunks at a time, with no serial tail: on a GPU every read in
+// a chain is a memory latency, and a decode step runs few workgroups to hide it.
 @group(0) @binding(1) var<storage, read> token_meta: array<vec2<u32>>;  // [M]: (cache row base, position)
 @group(0) @binding(2) var<storage, read> partial: array<f32>;        // [M, heads, splits, D + 2]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;      // [M, heads * D]
@@ -30,20 +30,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         local_total += exp(partial[at + d] - m) * partial[at + d + 1u];
     }
     let scale = 1.0 / reduce(local_total, tid, false);
+    // Four chunks at a time, all their loads in flight; past the last chunk a slot rereads it
+    // at weight zero, so a context of a few chunks takes one round, not a serial tail.
+    let last = vec4<u32>(chunks - 1u);
+    let lane = vec4<u32>(0u, 1u, 2u, 3u);
     for (var i = tid; i < d; i += WG) {
         var o = 0.0;
-        var s = 0u;
-        for (; s + 4u <= chunks; s += 4u) {
-            let at = first + s * stride;
-            let weights = exp(vec4<f32>(partial[at + d], partial[at + stride + d], partial[at + 2u * stride + d],
-                partial[at + 3u * stride + d]) - m);
-            let values = vec4<f32>(partial[at + i], partial[at + stride + i], partial[at + 2u * stride + i],
-                partial[at + 3u * stride + i]);
+        for (var s = 0u; s < chunks; s += 4u) {
+            let chunk = vec4<u32>(s) + lane;
+            let at = vec4<u32>(first) + min(chunk, last) * stride;
+            let scores = vec4<f32>(partial[at.x + d], partial[at.y + d], partial[at.z + d], partial[at.w + d]);
+            let weights = select(vec4<f32>(0.0), exp(scores - m), chunk < vec4<u32>(chunks));
+            let values = vec4<f32>(partial[at.x + i], partial[at.y + i], partial[at.z + i], partial[at.w + i]);
             o += dot(weights, values);
-        }
-        for (; s < chunks; s++) {
-            let at = first + s * stride;
-            o = fma(exp(partial[at + d] - m), partial[at + i], o);
         }
         out[(t * shape.heads + h) * d + i] = o * scale;
     }
