@@ -53,32 +53,31 @@ fn weigh_quad(tid: u32, n: u32, first: u32, kv_width: u32, fresh: u32, stores: b
         return vec4<f32>(0.0);
     }
     let cached = select(n, n - 1u, fresh != NO_NEW);
-    // Four independent sums, so four loads are in flight at each step. Past the subset's last
-    // key a slot reads the block's last cached row again (in cache by then) with weight zero,
-    // so no step waits on a tail of serial loads; `cached` is at least 1 inside the loop.
-    var a = vec4<f32>(0.0);
-    var b = vec4<f32>(0.0);
-    var e = vec4<f32>(0.0);
-    var f = vec4<f32>(0.0);
-    let last = cached - 1u;
+    // Four independent sums, so four loads are in flight at each step, with no serial tail
+    // (weighed_row past the subset's end).
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
     for (var j = s; j < cached; j += 4u * count) {
-        let j1 = j + count;
-        let j2 = j + 2u * count;
-        let j3 = j + 3u * count;
-        let v0 = value_quad(first + j * kv_width, c);
-        let v1 = value_quad(first + min(j1, last) * kv_width, c);
-        let v2 = value_quad(first + min(j2, last) * kv_width, c);
-        let v3 = value_quad(first + min(j3, last) * kv_width, c);
-        a = fma(vec4<f32>(probs[j]), v0, a);
-        b = fma(vec4<f32>(select(0.0, probs[min(j1, last)], j1 < cached)), v1, b);
-        e = fma(vec4<f32>(select(0.0, probs[min(j2, last)], j2 < cached)), v2, e);
-        f = fma(vec4<f32>(select(0.0, probs[min(j3, last)], j3 < cached)), v3, f);
+        acc0 += weighed_row(j, cached, first, kv_width, c);
+        acc1 += weighed_row(j + count, cached, first, kv_width, c);
+        acc2 += weighed_row(j + 2u * count, cached, first, kv_width, c);
+        acc3 += weighed_row(j + 3u * count, cached, first, kv_width, c);
     }
     if fresh != NO_NEW && (n - 1u) % count == s {
         let own = new_value_quad(fresh, c, first + (n - 1u) * kv_width, stores);
-        a = fma(vec4<f32>(probs[n - 1u]), own, a);
+        acc0 = fma(vec4<f32>(probs[n - 1u]), own, acc0);
     }
-    return (a + b) + (e + f);
+    return (acc0 + acc1) + (acc2 + acc3);
+}
+
+// probs[j] times quad c of cached value row j (rows from word `first`, stride `kv_width`; j <
+// cached, cached >= 1); past them the last cached row (in cache by then) at weight zero, so a
+// step's loads never wait on a bounds test.
+fn weighed_row(j: u32, cached: u32, first: u32, kv_width: u32, c: u32) -> vec4<f32> {
+    let row = min(j, cached - 1u);
+    return select(0.0, probs[row], j < cached) * value_quad(first + row * kv_width, c);
 }
 
 // The sum over all subsets of each thread's `acc`, for quad tid (meaningful where tid < Q).
