@@ -11,16 +11,24 @@ struct Shape {
 @group(0) @binding(1) var<storage, read_write> k_cache: array<f32>;  // [slots * capacity, kv_dim]
 @group(0) @binding(2) var<storage, read_write> v_cache: array<f32>;  // [slots * capacity, kv_dim]
 
-// One thread per (row, column).
+// One thread per value of the n rows, counted flat over a 2-D grid of workgroups (x + y *
+// num_workgroups.x): a prefix longer than 65,535 rows fits no one grid dimension.
 // Threads per workgroup, set by the Rust side (whose grid arithmetic reads the same constant).
 override WORKGROUP: u32;
 @compute @workgroup_size(WORKGROUP)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if gid.x >= shape.kv_dim || gid.y >= shape.rows {
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+) {
+    let i = (wg.x + wg.y * groups.x) * WORKGROUP + lane;
+    if i >= shape.rows * shape.kv_dim {
         return;
     }
-    let src_at = (shape.src + gid.y) * shape.kv_dim + gid.x;
-    let dst_at = (shape.dst + gid.y) * shape.kv_dim + gid.x;
+    let row = i / shape.kv_dim;
+    let col = i % shape.kv_dim;
+    let src_at = (shape.src + row) * shape.kv_dim + col;
+    let dst_at = (shape.dst + row) * shape.kv_dim + col;
     k_cache[dst_at] = k_cache[src_at];
     v_cache[dst_at] = v_cache[src_at];
 }

@@ -98,7 +98,9 @@ fn store_swiglu(m: u32, o: u32, gate_dot: f32, up_dot: f32) {
         return;
     }
     let gate = gate_dot + bias_at(o);
-    put(m, o, gate / (1.0 + exp(-gate)) * (up_dot + bias_at(half + o)));
+    // exp's argument capped: past about 88 it is infinite, which a GPU's float controls may
+    // assume away (silu there is 0 either way).
+    put(m, o, gate / (1.0 + exp(min(-gate, 80.0))) * (up_dot + bias_at(half + o)));
 }
 
 // The bias of weight row n (0 without HAS_BIAS).

@@ -37,7 +37,7 @@ fn xs(b: u32, j: u32) -> vec4<f32> {
         return v * aux[j];
     }
     if GLU {
-        return v / (1.0 + exp(-v)) * aux[at];
+        return v / (1.0 + exp(min(-v, vec4<f32>(80.0)))) * aux[at];  // capped as in store_swiglu
     }
     return v;
 }

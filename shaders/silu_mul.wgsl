@@ -19,5 +19,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let i = gid.y * shape.cols + gid.x;
     let g = gate[i];
-    gate[i] = g / (1.0 + exp(-g)) * up[i];
+    // exp's argument capped: past about 88 it is infinite, which a GPU's float controls may
+    // assume away (silu there is 0 either way).
+    gate[i] = g / (1.0 + exp(min(-g, 80.0))) * up[i];
 }

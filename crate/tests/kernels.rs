@@ -588,6 +588,29 @@ fn kv_write_applies_rope_to_keys_at_any_position() {
     }
 }
 
+/// A shared prefix copied into another slot, every value exactly: 70,000 rows (a grid with a
+/// workgroup row per cache row would pass the 65,535 one dimension allows), 0.5B's width with a
+/// ragged last workgroup, and an odd width.
+#[test]
+fn kv_copy_copies_prefixes_longer_than_a_grid_dimension() {
+    let gpu = gpu();
+    for (rows, kv_dim) in [(70_000, 4), (37, 2 * 64), (5, 6)] {
+        let capacity = rows + 3;
+        let (k, v) = (seeded(20, 2 * capacity * kv_dim, 1.0), seeded(21, 2 * capacity * kv_dim, 1.0));
+        let (kb, vb) = (gpu.storage_from("k", &k), gpu.storage_from("v", &v));
+        let shape = ops::KvCopyShape { src: 0, dst: capacity as u32, rows: rows as u32, kv_dim: kv_dim as u32 };
+        run(&gpu, |p| ops::kv_copy(&gpu, p, (&kb, &vb), shape));
+        gpu.check().unwrap();
+        for (name, before, buffer) in [("keys", &k, &kb), ("values", &v, &vb)] {
+            let after = read(&gpu, buffer, before.len());
+            let (src, dst) = (capacity * kv_dim, capacity * kv_dim + rows * kv_dim);
+            assert_eq!(after[..src], before[..src], "{name}: the source slot is unchanged ({rows} rows)");
+            assert_eq!(after[src..dst], before[..rows * kv_dim], "{name}: the copied rows ({rows} x {kv_dim})");
+            assert_eq!(after[dst..], before[dst..], "{name}: the rows past the prefix are untouched");
+        }
+    }
+}
+
 #[test]
 fn kv_write_and_attention_match_reference_for_a_ragged_batch_and_a_decode_step() {
     let gpu = gpu();
@@ -778,7 +801,9 @@ fn direct_and_grouped_attention_are_exact_at_the_longest_context_they_take() {
 fn silu_mul_gather_and_top_k_match_reference() {
     let gpu = gpu();
     for (m, cols) in [(1, 7), (3, 4864), (2, 8960)] {
-        let gate = seeded(20, m * cols, 6.0);
+        let mut gate = seeded(20, m * cols, 6.0);
+        // Gates far out on both sides: silu is 0 and the gate itself (exp past its f32 range).
+        (gate[0], gate[m * cols - 1]) = (-200.0, 200.0);
         let up = seeded(21, m * cols, 2.0);
         let want: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| reference::silu(*g) * u).collect();
         let (gb, ub) = (gpu.storage_from("g", &gate), gpu.storage_from("u", &up));

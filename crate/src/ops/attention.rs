@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use super::{
     ATTENTION, ATTENTION_COMBINE, ATTENTION_DIRECT, ATTENTION_GROUPED, ATTENTION_SPLIT, KV_COPY, KV_WRITE, Pass,
-    div_up, uniform, work, workgroup,
+    div_up, grid_2d, uniform, work, workgroup,
 };
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Kernel};
@@ -387,5 +387,6 @@ pub fn kv_copy(gpu: &Gpu, pass: &mut Pass, cache: (&wgpu::Buffer, &wgpu::Buffer)
     let kernel = gpu.kernel(&KV_COPY, &[workgroup(KV_WORKGROUP)]);
     let group = gpu.bind(&kernel, &[&gpu.uniform("kv_copy", &shape), cache.0, cache.1]);
     let values = u64::from(shape.rows) * u64::from(shape.kv_dim);
-    pass.dispatch(&kernel, &group, (shape.kv_dim.div_ceil(KV_WORKGROUP), shape.rows, 1), work(values * 16, 0));
+    let (x, y) = grid_2d(values.div_ceil(u64::from(KV_WORKGROUP)) as u32);
+    pass.dispatch(&kernel, &group, (x, y, 1), work(values * 16, 0));
 }
