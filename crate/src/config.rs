@@ -103,6 +103,12 @@ impl Qwen2Config {
                 return fail(format!("{name} {v} is larger than any model this reads (at most {most})"));
             }
         }
+        // A prompt and the token after it; a choice between two tokens.
+        for (name, v) in [("max_position_embeddings", self.max_position_embeddings), ("vocab_size", self.vocab_size)] {
+            if v < 2 {
+                return fail(format!("{name} {v} is too small (at least 2)"));
+            }
+        }
         if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return fail(format!(
                 "num_attention_heads ({}) does not divide hidden_size ({})",

@@ -118,6 +118,14 @@ fn every_row_of_the_bad_input_table_fails_with_one_clear_line() {
             "config.json: num_attention_heads (5) does not divide hidden_size (64)",
         ),
         (
+            "a context of one token",
+            Box::new(|d: &Path| {
+                edit_json(&d.join("config.json"), |c| c["max_position_embeddings"] = 1.into());
+                request()
+            }),
+            "config.json: max_position_embeddings 1 is too small (at least 2)",
+        ),
+        (
             "vocabulary mismatch",
             Box::new(|d: &Path| {
                 edit_json(&d.join("config.json"), |c| c["vocab_size"] = 1000.into());

@@ -118,6 +118,12 @@ fn help_lists_the_commands_and_bad_input_fails_clearly() {
     assert!(err.contains("/nonexistent/config.json"), "{err}");
     let (ok, _, err) = onetoken(&["judge", "--synthetic", "qwen9", "--request", &bad]);
     assert!(!ok && err.contains("unknown model name"), "{err}");
+    // Before any measuring: a profile of a length with nothing to prefill.
+    let (ok, _, err) = onetoken(&["bench", "--model", &model, "--profile", "--lengths", "0,8"]);
+    assert!(!ok && err.contains("a length of 0 has nothing to prefill"), "{err}");
+    let past_context = vec!["1"; 4097].join(",");
+    let (ok, _, err) = onetoken(&["logits", "--model", &model, "--ids", &past_context]);
+    assert!(!ok && err.contains("4097 tokens") && err.contains("the model's context is 4096 tokens"), "{err}");
 }
 
 #[test]

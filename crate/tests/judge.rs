@@ -106,6 +106,25 @@ fn a_batch_equals_each_judgment_alone_shared_prefix_or_not() {
     }
 }
 
+/// An engine at its starting sizes (64 tokens a call) grows to prefill a shared document of
+/// more than that in one call, however short the questions after it are.
+#[test]
+fn a_shared_document_longer_than_the_starting_sizes_is_prefilled_once() {
+    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
+    let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
+    let mut e = Engine::load(gpu, weights, Tokenizer::load(&fixture("tiny-qwen2")).unwrap()).unwrap();
+    let doc = "Document: the sky was blue, the sun was yellow and the car was red. ".repeat(4);
+    let reqs = [request(&format!("{doc}Sky?"), &["blue", "red"]), request(&format!("{doc}Car?"), &["red", "blue"])];
+    let (record, judgments) = block(e.judge_batch(&reqs, PrefixSharing::Shared)).unwrap();
+    assert!(record.shared_prefix_tokens > 64, "{}", record.shared_prefix_tokens);
+    assert!(record.batch_prefill_tokens < 64, "{}", record.batch_prefill_tokens);
+    for (req, j) in reqs.iter().zip(&judgments) {
+        let alone = block(e.judge(req, Strategy::PrefillOneToken, 0)).unwrap();
+        assert_eq!(j.choice_index, alone.choice_index);
+        assert_close(&j.choice_logits, &alone.choice_logits, 1e-4, 1e-4, "shared batch over a long document");
+    }
+}
+
 #[test]
 fn bad_requests_fail_before_any_work() {
     let mut e = engine(2);

@@ -13,7 +13,7 @@ pub use workload::{document, questions, request_of_length};
 
 use crate::config::Qwen2Config;
 use crate::cost::{CostModel, PrefillFit, forward_flops, median};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Tuning};
 use crate::judge::{Engine, JudgeRequest, Judgment, PrefixSharing, Strategy};
 use crate::model::ModelOptions;
@@ -48,20 +48,45 @@ impl Default for BenchOptions {
 }
 
 impl BenchOptions {
-    /// Engine sizes that fit this benchmark, within the device's binding limit.
+    /// Engine sizes for this benchmark, within the device's limits: a batch size past them is
+    /// not sized for here, and its own run reports why it was skipped ([`BenchReport::batch_skipped`]).
     pub fn model_options(&self, config: &Qwen2Config, gpu: &Gpu) -> ModelOptions {
-        let longest = self.lengths.iter().copied().max().unwrap_or(64) + 64;
-        let batch = self.batch_sizes.iter().copied().max().unwrap_or(1);
-        let per_judgment = self.doc_tokens + 64;
-        // The MLP activations [tokens, intermediate] must fit one binding.
-        let fit = (gpu.max_binding() / (4 * config.intermediate_size as u64)) as usize;
+        let longest = self.lengths.iter().copied().max().unwrap_or(64).saturating_add(64);
+        let batch = self.batch_sizes.iter().copied().max().unwrap_or(1).max(1);
+        let per_judgment = self.doc_tokens.saturating_add(64);
+        let kv_capacity = longest.max(per_judgment);
+        // A dispatch's grid has a workgroup (row) per token; the MLP activations [tokens,
+        // intermediate] and a layer's KV cache [slots x capacity, kv_dim] must fit one binding.
+        let grid = gpu.limits().max_compute_workgroups_per_dimension as usize;
+        let per_binding = |bytes_each: usize| (gpu.max_binding() / (bytes_each.max(1) as u64)) as usize;
+        let slots = batch.min(per_binding(4 * kv_capacity * config.kv_dim())).clamp(1, grid);
         ModelOptions {
-            max_tokens: longest.max(batch * per_judgment).min(fit),
-            kv_slots: batch.max(1),
-            kv_capacity: longest.max(per_judgment),
-            max_rows: batch.max(1),
+            max_tokens: longest
+                .max(batch.saturating_mul(per_judgment))
+                .min(per_binding(4 * config.intermediate_size))
+                .min(grid),
+            kv_slots: slots,
+            kv_capacity,
+            max_rows: slots,
             max_choice_ids: 64,
         }
+    }
+
+    /// Fails, naming the option, where a length cannot be measured on a model of `context`
+    /// tokens: before any measuring, not after minutes of it.
+    pub fn check(&self, context: usize) -> Result<()> {
+        if let Some(&length) = self.lengths.iter().find(|&&l| l >= context) {
+            return Err(Error::Input(format!(
+                "lengths: a prompt of {length} tokens does not fit the model's context of {context} tokens"
+            )));
+        }
+        if self.profile && self.lengths.contains(&0) {
+            return Err(Error::Input(
+                "the profile prefills each length: a length of 0 has nothing to prefill (give lengths of 1 or more)"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -336,6 +361,11 @@ async fn median_run(engine: &mut Engine, req: &JudgeRequest, strategy: Strategy,
 pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
     let gpu = engine.model().gpu().clone();
     let config = engine.model().config().clone();
+    // Checked before minutes of measuring, not after.
+    options.check(config.max_position_embeddings)?;
+    if options.profile {
+        engine.model().dispatch_timing()?;
+    }
     engine.model_mut().grow_to(options.model_options(&config, &gpu))?;
     progress("microbenchmarks: copy bandwidth and FMA throughput");
     // Attention over the longest prompt, but on CPU-like devices at most 128 tokens: there the
@@ -561,6 +591,33 @@ impl Roofline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::GpuOptions;
+
+    /// A batch size past the device's limits is not sized for (its own run is skipped, with
+    /// the reason), so the rest of the bench still runs; lengths past the context, or of 0 in a
+    /// profile, fail before anything is measured.
+    #[test]
+    fn the_engine_is_sized_within_the_device_and_bad_lengths_fail_first() {
+        let gpu = Gpu::new_blocking(GpuOptions::default()).unwrap();
+        let config = Qwen2Config::qwen2_5_0_5b();
+        let options = BenchOptions { lengths: vec![8, 1024], batch_sizes: vec![1, 600], ..Default::default() };
+        let o = options.model_options(&config, &gpu);
+        let grid = gpu.limits().max_compute_workgroups_per_dimension as usize;
+        let kv_bytes = (o.kv_slots * o.kv_capacity * config.kv_dim() * 4) as u64;
+        let mlp_bytes = (o.max_tokens * config.intermediate_size * 4) as u64;
+        assert!(kv_bytes <= gpu.max_binding() && mlp_bytes <= gpu.max_binding(), "{o:?}");
+        assert!(o.kv_slots >= 1 && o.kv_slots <= grid && o.max_tokens <= grid && o.max_rows <= grid, "{o:?}");
+        assert!(o.kv_capacity >= 1024 + 64, "{o:?}");
+
+        let context = config.max_position_embeddings;
+        options.check(context).unwrap();
+        let long = BenchOptions { lengths: vec![8, context], ..Default::default() };
+        let err = long.check(context).unwrap_err().to_string();
+        assert!(err.contains("32768 tokens does not fit the model's context of 32768"), "{err}");
+        let zero = BenchOptions { lengths: vec![0, 8], profile: true, ..Default::default() };
+        assert!(zero.check(context).unwrap_err().to_string().contains("a length of 0"));
+        BenchOptions { profile: false, ..zero }.check(context).unwrap();
+    }
 
     /// A point of `tokens` prompt tokens: its prefill and decode steps on the wall clock, and on
     /// the GPU's where given.

@@ -52,7 +52,9 @@ impl Engine {
         let longest = sets.iter().map(|s| s.base().len() + s.sequences().iter().map(Vec::len).max().unwrap_or(0)).max();
         let choice_ids = sets.iter().map(|s| s.all_tokens().len()).sum();
         let n = reqs.len();
-        let room = Room { slots: n, longest: longest.unwrap_or(0), batch_tokens, rows: n, choice_ids };
+        // The shared prefix is prefilled in a call of its own, before the batch of the rest.
+        let per_call = batch_tokens.max(shared);
+        let room = Room { slots: n, longest: longest.unwrap_or(0), batch_tokens: per_call, rows: n, choice_ids };
         self.make_room(room)?;
         let mut clock = PhaseClock::default();
         clock.timings.tokenize = now_ms() - start;

@@ -151,7 +151,8 @@ impl Engine {
     /// The last position of `ids` through the whole model: every logit and the final hidden
     /// state (the `logits` diagnostic; tests compare it with the CPU reference).
     pub async fn logits(&mut self, ids: &[u32]) -> Result<RowOut> {
-        self.model.grow_to(ModelOptions::single(ids.len()))?;
+        let n = ids.len();
+        self.make_room(Room { slots: 1, longest: n, batch_tokens: n, rows: 1, choice_ids: 1 })?;
         self.model.forget(0)?;
         let readout = Readout { hidden: true, ..Readout::LOGITS };
         let mut out = self.model.prefill(&[Sequence { slot: 0, tokens: ids }], readout).await?;
