@@ -104,9 +104,11 @@ impl CpuModel {
     }
 
     /// The same model with every matrix quantized and read back, as the GPU sees it after
-    /// quantize-on-load: the oracle for quantized forwards.
-    pub fn quantized(mut self, quant: Quant) -> Self {
+    /// quantize-on-load: the oracle for quantized forwards. Rows must be whole blocks, as there.
+    pub fn quantized(mut self, quant: Quant) -> Result<Self> {
         let (h, i) = (self.config.hidden_size, self.config.intermediate_size);
+        quant.check_cols("rows of hidden_size", h)?;
+        quant.check_cols("down_proj's rows (intermediate_size)", i)?;
         let round = |m: &mut Vec<f32>, cols: usize| *m = quant.round(m, cols);
         round(&mut self.embed_tokens, h);
         if let Some(head) = &mut self.lm_head {
@@ -120,7 +122,7 @@ impl CpuModel {
             round(&mut l.up_proj_weight, h);
             round(&mut l.down_proj_weight, i);
         }
-        self
+        Ok(self)
     }
 
     /// Reads a model folder (config.json + safetensors, sharded or not) into f32.

@@ -313,8 +313,13 @@ impl SafetensorsStream {
                 serde_json::from_value(value).map_err(|e| self.err(format!("header entry {name}: {e}")))?;
             let dtype = Dtype::parse(&t.dtype, &name)?;
             let [start, end] = t.data_offsets;
-            let numel: usize = t.shape.iter().product();
-            if end < start || end - start != (numel * dtype.size()) as u64 {
+            // In u64 and checked: a corrupt shape must not wrap into one that matches.
+            let numel = t.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64));
+            let Some(bytes) = numel.and_then(|n| n.checked_mul(dtype.size() as u64)) else {
+                return Err(self.err(format!("tensor {name}: shape {:?} has more values than any file holds", t.shape)));
+            };
+            if end < start || bytes != end - start {
+                let numel = bytes / dtype.size() as u64;
                 return Err(self
                     .err(format!("tensor {name}: offsets {start}..{end} do not hold {numel} values of {:?}", dtype)));
             }

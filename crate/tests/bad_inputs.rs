@@ -101,6 +101,16 @@ fn every_row_of_the_bad_input_table_fails_with_one_clear_line() {
             "tensor model.norm.weight: expected shape [64], found [32, 2]",
         ),
         (
+            "a shape whose size wraps around",
+            Box::new(|d: &Path| {
+                // 2^63 + 32 rows of 2 values: 2^64 + 64 values, which a wrapping product reads as
+                // the 64 values the entry's bytes hold.
+                edit_header(d, |h| h["model.norm.weight"]["shape"] = serde_json::json!([(1u64 << 63) + 32, 2]));
+                request()
+            }),
+            "tensor model.norm.weight: shape [9223372036854775840, 2] has more values than any file holds",
+        ),
+        (
             "missing tensor",
             Box::new(|d: &Path| {
                 let bytes = std::fs::read(d.join("model.safetensors")).unwrap();

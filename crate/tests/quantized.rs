@@ -29,7 +29,7 @@ fn block<T>(f: impl std::future::Future<Output = T>) -> T {
 fn quantized_tiny_model_matches_the_quantized_cpu_reference() {
     let input = ids(&tiny_ref()["input_ids"]);
     for quant in QUANTS {
-        let cpu = CpuModel::load(&fixture("tiny-qwen2")).unwrap().quantized(quant);
+        let cpu = CpuModel::load(&fixture("tiny-qwen2")).unwrap().quantized(quant).unwrap();
         let mut cache = CpuKvCache::new(&cpu.config);
         let want = cpu.forward(&input, &mut cache, Logits::All).unwrap().logits;
         let want_next = cpu.forward(&[7], &mut cache, Logits::Last).unwrap().logits;
@@ -47,6 +47,14 @@ fn quantized_tiny_model_matches_the_quantized_cpu_reference() {
             assert_close(&next.rows[0].logits, &want_next, 1e-4, 1e-4, &format!("{} {family:?} decode", quant.name()));
         }
     }
+}
+
+/// The CPU reference quantizes whole blocks only, as the GPU does: the tiny model's rows of 64
+/// values are no whole Q4_K block (256).
+#[test]
+fn the_cpu_reference_refuses_rows_of_partial_blocks() {
+    let err = CpuModel::load(&fixture("tiny-qwen2")).unwrap().quantized(Quant::Q4_K).err().unwrap().to_string();
+    assert!(err.contains("rows of hidden_size") && err.contains("multiple of 256 values, not 64"), "{err}");
 }
 
 #[test]
@@ -87,7 +95,7 @@ fn synthetic_0_5b_quantized_on_load_matches_the_cpu_reference() {
     let got = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], Readout::LOGITS)).unwrap();
     drop(model);
     let cpu = CpuModel::from_tensors(config.clone(), onetoken::synthetic::cpu_tensors(&config)).unwrap();
-    let cpu = cpu.quantized(Quant::Q8_0);
+    let cpu = cpu.quantized(Quant::Q8_0).unwrap();
     let want = cpu.forward(&prompt, &mut CpuKvCache::new(&config), Logits::Last).unwrap().logits;
     assert_close(&got.rows[0].logits, &want, 1e-4, 1e-4, "synthetic 0.5B q8_0 logits");
 }

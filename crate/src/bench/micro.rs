@@ -173,11 +173,13 @@ async fn attention_prefill(gpu: &Gpu, config: &Qwen2Config, tokens: usize, fma_g
     let meta: Vec<u32> = (0..tokens as u32).flat_map(|p| [0, p]).collect();
     let token_meta = gpu.storage_from("bench token_meta", &meta);
     let (q, out) = (
-        gpu.storage("bench qkv", (tokens * q_stride * 4) as u64),
-        gpu.storage("bench out", (tokens * heads * head_dim * 4) as u64),
+        gpu.storage("bench qkv", 4 * tokens as u64 * q_stride as u64),
+        gpu.storage("bench out", 4 * tokens as u64 * (heads * head_dim) as u64),
     );
-    let (k_cache, v_cache) =
-        (gpu.storage("bench k", (tokens * kv_dim * 4) as u64), gpu.storage("bench v", (tokens * kv_dim * 4) as u64));
+    let (k_cache, v_cache) = (
+        gpu.storage("bench k", 4 * tokens as u64 * kv_dim as u64),
+        gpu.storage("bench v", 4 * tokens as u64 * kv_dim as u64),
+    );
     let partial = gpu.storage("bench partial", dims.partial_bytes());
     let inv_freq = gpu.storage_from("bench inv_freq", &rope_inv_freq(head_dim, config.rope_theta));
     let io = AttentionBuffers {
@@ -191,7 +193,7 @@ async fn attention_prefill(gpu: &Gpu, config: &Qwen2Config, tokens: usize, fma_g
         inv_freq: &inv_freq,
     };
     let attention = Attention::new(gpu, io, dims)?;
-    let pairs = (tokens * (tokens + 1) / 2) as u64;
+    let pairs = tokens as u64 * (tokens as u64 + 1) / 2;
     let keys = AttendedKeys { longest: tokens as u32, pairs, rows: tokens as u64, decode_step: false };
     let flops = 4.0 * (heads * head_dim) as f64 * pairs as f64;
     let mut paths = Vec::new();

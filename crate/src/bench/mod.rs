@@ -372,6 +372,9 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     // per-head kernel (a GPU's) would take minutes over 1,024.
     let longest = options.lengths.iter().copied().max().unwrap_or(64).max(1);
     let attention_tokens = if gpu.direct_kernels() { longest.min(128) } else { longest };
+    // Its queries, keys and values ([tokens, hidden + 2 kv_dim]) must fit one binding.
+    let qkv_row = 4 * (config.hidden_size + 2 * config.kv_dim()) as u64;
+    let attention_tokens = attention_tokens.min((gpu.max_binding() / qkv_row) as usize);
     let micro = microbenchmarks(&gpu, &config, attention_tokens).await?;
     let warm = request_of_length(engine, 32)?;
     engine.judge(&warm, Strategy::TokenByToken, 0).await?;

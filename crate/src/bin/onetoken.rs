@@ -212,7 +212,7 @@ impl ModelArgs {
             (None, None) => unreachable!("clap requires one"),
         };
         Ok(match self.quant {
-            Some(q) => model.quantized(q),
+            Some(q) => model.quantized(q)?,
             None => model,
         })
     }

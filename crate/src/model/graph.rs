@@ -13,9 +13,10 @@ use crate::ops::{
     RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK,
 };
 
-/// Bytes of `n` 4-byte words (f32 or u32).
-fn words(n: usize) -> u64 {
-    (n * 4) as u64
+/// Bytes of a `[rows, width]` buffer of 4-byte words (f32 or u32), counted in u64: on wasm32 a
+/// usize product passes 2^32 at sizes a device can hold, and would wrap past the binding checks.
+fn words(rows: usize, width: usize) -> u64 {
+    rows as u64 * width as u64 * 4
 }
 
 /// Per-call inputs and read-out buffers, sized for [`ModelOptions`].
@@ -42,15 +43,15 @@ impl Scratch {
         Self {
             tokens: g.uniform("tokens", &[0u32; 4]),
             rows: g.uniform("rows", &[0u32; 4]),
-            ids: g.storage("ids", words(o.max_tokens)),
-            token_meta: g.storage("token_meta", words(2 * o.max_tokens)),
-            read_positions: g.storage("read_positions", words(o.max_rows)),
-            choice_ids: g.storage("choice_ids", words(o.max_choice_ids)),
-            packed_inputs: g.storage("packed inputs", words(8 + 3 * o.max_tokens + o.max_rows + o.max_choice_ids)),
-            logits: g.storage("logits", words(o.max_rows * v)),
-            best: g.storage("best", words(2 * o.max_rows * (1 + TOP_K_MAX))),
-            choice_logits: g.storage("choice_logits", words(o.max_rows * o.max_choice_ids)),
-            head_normed: g.storage("head_normed", words(o.max_rows * h)),
+            ids: g.storage("ids", words(o.max_tokens, 1)),
+            token_meta: g.storage("token_meta", words(o.max_tokens, 2)),
+            read_positions: g.storage("read_positions", words(o.max_rows, 1)),
+            choice_ids: g.storage("choice_ids", words(o.max_choice_ids, 1)),
+            packed_inputs: g.storage("packed inputs", words(8 + 3 * o.max_tokens + o.max_rows + o.max_choice_ids, 1)),
+            logits: g.storage("logits", words(o.max_rows, v)),
+            best: g.storage("best", words(o.max_rows, 2 * (1 + TOP_K_MAX))),
+            choice_logits: g.storage("choice_logits", words(o.max_rows, o.max_choice_ids)),
+            head_normed: g.storage("head_normed", words(o.max_rows, h)),
             staging: g.staging("readout", Readback::capacity(o.max_rows, o.max_choice_ids, h)),
             timer: PassTimer::new(g, TIMED_PASSES),
         }
@@ -202,7 +203,7 @@ struct Activations {
 
 impl Activations {
     fn new(g: &Gpu, c: &Qwen2Config, tokens: usize, separate_up: bool) -> Self {
-        let act = |name: &str, width: usize| g.storage(name, words(tokens * width));
+        let act = |name: &str, width: usize| g.storage(name, words(tokens, width));
         let (h, kv, i) = (c.hidden_size, c.kv_dim(), c.intermediate_size);
         Self {
             x: act("x", h),
@@ -251,8 +252,8 @@ impl Graph {
         let c = weights.config();
         let (h, v) = (c.hidden_size, c.vocab_size);
         for (what, bytes) in [
-            ("the MLP activations", words(o.max_tokens * c.intermediate_size)),
-            ("the full-vocabulary logits", words(o.max_rows * v)),
+            ("the MLP activations", words(o.max_tokens, c.intermediate_size)),
+            ("the full-vocabulary logits", words(o.max_rows, v)),
         ] {
             g.check_binding(what, bytes)?;
         }
@@ -274,7 +275,7 @@ impl Graph {
         let layers = (0..c.num_hidden_layers)
             .map(|l| LayerOps::new(g, c, &weights.layers()[l], kv.layer(l), &s, &a, &shared))
             .collect::<Result<_>>()?;
-        let head_x = g.storage("head_x", words(o.max_rows * h));
+        let head_x = g.storage("head_x", words(o.max_rows, h));
         let lm_head = weights.head();
         let (x, y) = (&s.head_normed, &s.logits);
         // The head splits no K: its many rows make tiles enough.

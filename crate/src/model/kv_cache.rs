@@ -31,7 +31,8 @@ impl KvCache {
             return Err(Error::Input("the KV cache needs at least one slot of one token".into()));
         }
         let kv_dim = config.kv_dim();
-        let bytes = (slots * capacity * kv_dim * 4) as u64;
+        // In u64: on wasm32 a usize product wraps at sizes a device can hold.
+        let bytes = slots as u64 * capacity as u64 * kv_dim as u64 * 4;
         gpu.check_binding(&format!("a KV cache of {slots} x {capacity} tokens"), bytes)?;
         let layer = |what: &str| (0..config.num_hidden_layers).map(|_| gpu.storage(what, bytes)).collect();
         Ok(Self { slots, capacity, kv_dim, k: layer("k_cache"), v: layer("v_cache"), lens: vec![0; slots] })
