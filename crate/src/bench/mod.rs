@@ -77,7 +77,8 @@ impl BenchOptions {
     pub fn check(&self, context: usize) -> Result<()> {
         if let Some(&length) = self.lengths.iter().find(|&&l| l >= context) {
             return Err(Error::Input(format!(
-                "lengths: a prompt of {length} tokens does not fit the model's context of {context} tokens"
+                "lengths: a prompt of {length} tokens does not fit the model's context of {context} tokens \
+                 (give lengths below it)"
             )));
         }
         if self.profile && self.lengths.contains(&0) {
