@@ -526,7 +526,7 @@ async fn batches(
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Vec<BatchPoint>, Vec<String>)> {
     let (mut batch, mut skipped) = (Vec::new(), Vec::new());
-    let doc = document(engine, options.doc_tokens)?;
+    let doc = document(engine.tokenizer(), options.doc_tokens)?;
     for &n in &options.batch_sizes {
         let reqs = questions(&doc, n);
         for sharing in [PrefixSharing::Off, PrefixSharing::Shared] {
