@@ -32,6 +32,17 @@ pub struct Tokenizer {
 /// Most template instructions one rendering may run.
 const TEMPLATE_FUEL: u64 = 1_000_000;
 
+/// The most text one rendering may write: four times its messages' text and 1 MiB more. Qwen's
+/// template writes each message once; a broken template that writes without end fails with a
+/// clear error instead of exhausting memory (fuel bounds its steps, not their output).
+fn template_output_limit(messages: &[Message]) -> usize {
+    let text: usize = messages.iter().map(|m| m.role.len() + m.content.len()).sum();
+    text.saturating_mul(4).saturating_add(1 << 20)
+}
+
+/// The widest `tojson` indent a template may ask for (HF's templates use 2 or 4).
+const MAX_TOJSON_INDENT: usize = 64;
+
 /// Marks where a continued assistant message ends in a rendered chat (HF does the same): text
 /// from the marker on is cut off. A private-use character cannot appear in a real template.
 const CONTINUE_MARK: &str = "\u{F8FF}onetoken-continue\u{F8FF}";
@@ -147,7 +158,15 @@ impl Tokenizer {
             ctx.insert((*key).into(), text.clone().into());
         }
         let tmpl = env.get_template("chat").map_err(|e| Error::Template(e.to_string()))?;
-        let mut text = tmpl.render(Value::from_serialize(&ctx)).map_err(|e| Error::Template(e.to_string()))?;
+        let mut out = BoundedText { text: Vec::new(), limit: template_output_limit(&messages), overflowed: false };
+        if let Err(e) = tmpl.render_captured_to(Value::from_serialize(&ctx), &mut out) {
+            return Err(Error::Template(if out.overflowed {
+                format!("the chat template wrote more than {} bytes for this prompt", out.limit)
+            } else {
+                e.to_string()
+            }));
+        }
+        let mut text = String::from_utf8(out.text).map_err(|e| Error::Template(e.to_string()))?;
         if continue_final_message {
             let at = text.rfind(CONTINUE_MARK).ok_or_else(|| {
                 Error::Template("the template dropped the final message, so it cannot be continued".into())
@@ -173,11 +192,39 @@ impl Tokenizer {
     }
 }
 
+/// A rendering's text, refusing to grow past `limit` bytes.
+struct BoundedText {
+    text: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl std::io::Write for BoundedText {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.text.len().saturating_add(bytes.len()) > self.limit {
+            self.overflowed = true;
+            return Err(std::io::Error::other("past the output limit"));
+        }
+        self.text.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Python's `json.dumps(value, ensure_ascii=False, indent=indent)`, as HF's `tojson` filter:
 /// `", "` and `": "` separators when not indented, no HTML escaping (unlike minijinja's own).
 fn python_tojson(value: Value, kwargs: Kwargs) -> Result<Value, minijinja::Error> {
     let indent: Option<usize> = kwargs.get("indent")?;
     kwargs.assert_all_used()?;
+    if indent.is_some_and(|n| n > MAX_TOJSON_INDENT) {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("tojson: an indent of at most {MAX_TOJSON_INDENT} spaces"),
+        ));
+    }
     let json =
         serde_json::to_value(&value).map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
     let mut out = String::new();

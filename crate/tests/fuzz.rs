@@ -306,3 +306,28 @@ fn templates_that_loop_or_recurse_forever_run_out_of_fuel() {
         assert_eq!(err.code(), "tokenizer", "{template}: {err}");
     }
 }
+
+#[test]
+fn templates_that_write_without_end_are_refused_by_size() {
+    let tokenizer = std::fs::read(fixture("tiny-qwen2/tokenizer.json")).unwrap();
+    for (template, message) in [
+        // Within the fuel, each a 100 MB string (minijinja's own cap on one repetition).
+        ("{% for i in range(99999) %}{{ 'x' * 100000000 }}{% endfor %}", "the chat template wrote more than"),
+        ("{{ messages | tojson(indent=99999999999) }}", "tojson: an indent of at most 64"),
+    ] {
+        let config = serde_json::json!({ "chat_template": template }).to_string().into_bytes();
+        let tokenizer = tokenizer.clone();
+        let err = bounded(template, LIMIT, move || {
+            Tokenizer::from_bytes(&tokenizer, Some(&config)).and_then(|t| t.chat_prompt(None, "u", ""))
+        })
+        .unwrap_err();
+        assert_eq!(err.code(), "tokenizer", "{template}: {err}");
+        assert!(err.to_string().contains(message), "{template}: {err}");
+    }
+    // A long message still renders whole: the limit grows with the messages.
+    let config =
+        serde_json::json!({ "chat_template": "{% for m in messages %}{{ m.content }}{{ m.content }}{% endfor %}" });
+    let tok = Tokenizer::from_bytes(&tokenizer, Some(config.to_string().as_bytes())).unwrap();
+    let long = "word ".repeat(1 << 20);
+    assert_eq!(tok.chat_prompt(None, &long, "").unwrap().len(), 2 * long.len());
+}
