@@ -2,8 +2,8 @@
 //! tested on the CPU, outside the model.
 //!
 //! A choice's tokens are found *in context*: the prompt (ending with the response prefix) plus
-//! the choice plus the closing `"}` is tokenized whole, and the tokens after the prompt are the
-//! choice's. Where a choice's first bytes merge with the prompt's last token (BPE can join
+//! the choice as the reply would spell it plus its closing (see [`Spelling`]) is tokenized
+//! whole, and the tokens after the prompt are the choice's. Where a choice's first bytes merge with the prompt's last token (BPE can join
 //! them), the prompt is backed off by that token and the choice sequences start earlier: token
 //! healing. Choices become a trie over these sequences; a pick takes the best allowed next
 //! token and continues while more than one choice is still possible.
@@ -11,8 +11,67 @@
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
 
-/// The closing the client appends after the choice: `{"choice": "<c>` + this.
-pub const CLOSING: &str = "\"}";
+/// How a reply spells a choice where its prefix ends, and what closes it.
+///
+/// A prefix that leaves a JSON string open (`{"choice": "`) takes the choice JSON-escaped (a
+/// quote or backslash in a choice is written `\"`, `\\`, as a model writing JSON would), then
+/// the quote and the brackets the prefix opened: `"}`. Any other prefix (`Answer: `) takes the
+/// choice as it is, then the end of the turn (the tokenizer's EOS, `<|im_end|>` for Qwen), so
+/// "1" and "10" are told apart by what follows the "1".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spelling {
+    json_string: bool,
+    closing: String,
+}
+
+impl Spelling {
+    /// The spelling a reply opened with `prefix` implies; `end_of_turn` closes a plain reply.
+    pub fn after(prefix: &str, end_of_turn: Option<&str>) -> Self {
+        let (mut open, mut in_string, mut escaped) = (Vec::new(), false, false);
+        for ch in prefix.chars() {
+            if in_string {
+                match (escaped, ch) {
+                    (true, _) => escaped = false,
+                    (false, '\\') => escaped = true,
+                    (false, '"') => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match ch {
+                '"' => in_string = true,
+                '{' => open.push('}'),
+                '[' => open.push(']'),
+                '}' | ']' => {
+                    open.pop();
+                }
+                _ => {}
+            }
+        }
+        if in_string {
+            let closing = std::iter::once('"').chain(open.into_iter().rev()).collect();
+            Self { json_string: true, closing }
+        } else {
+            Self { json_string: false, closing: end_of_turn.unwrap_or_default().to_string() }
+        }
+    }
+
+    /// `choice` as the reply writes it, closing included.
+    pub fn write(&self, choice: &str) -> String {
+        let body = if self.json_string {
+            let quoted = serde_json::to_string(choice).expect("a string serializes");
+            quoted[1..quoted.len() - 1].to_string()
+        } else {
+            choice.to_string()
+        };
+        format!("{body}{}", self.closing)
+    }
+
+    /// What follows every choice: `"}` after the default prefix.
+    pub fn closing(&self) -> &str {
+        &self.closing
+    }
+}
 
 /// A set of choices tokenized after a prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,18 +81,21 @@ pub struct ChoiceSet {
     base: Vec<u32>,
     /// Prompt tokens backed off because a choice merges with them (0 almost always).
     healed: usize,
-    /// Per choice, its tokens after `base` (choice + closing, and any healed prompt bytes).
+    /// Per choice, its tokens after `base` (the choice as spelled, its closing, and any healed
+    /// prompt bytes).
     sequences: Vec<Vec<u32>>,
 }
 
 impl ChoiceSet {
-    /// Tokenizes `choices` after `prompt`, checking them first (see [`check_choices`]).
-    pub fn new(tok: &Tokenizer, prompt: &str, choices: &[String], closing: &str) -> Result<Self> {
+    /// Tokenizes `choices` after `prompt`, each preceded by `lead` (text the prompt leaves
+    /// to the reply, empty for B) and written as `spelling` says; checks them first (see
+    /// [`check_choices`]).
+    pub fn new(tok: &Tokenizer, prompt: &str, lead: &str, choices: &[String], spelling: &Spelling) -> Result<Self> {
         check_choices(tok, choices)?;
         let prompt_ids = tok.encode(prompt)?;
         let mut full = Vec::with_capacity(choices.len());
         for c in choices {
-            full.push(tok.encode(&format!("{prompt}{c}{closing}"))?);
+            full.push(tok.encode(&format!("{prompt}{lead}{}", spelling.write(c)))?);
         }
         // The longest run of prompt tokens that every choice's tokenization keeps intact.
         let keep = full.iter().map(|f| common_prefix(&prompt_ids, f)).min().unwrap_or(0);
@@ -69,7 +131,8 @@ impl ChoiceSet {
         self.healed
     }
 
-    /// Per choice, its tokens after the base (choice + closing, and any healed prompt bytes).
+    /// Per choice, its tokens after the base (lead, choice, closing, and any healed prompt
+    /// bytes).
     pub fn sequences(&self) -> &[Vec<u32>] {
         &self.sequences
     }
@@ -132,11 +195,21 @@ pub struct ConstrainedPick {
     alive: Vec<usize>,
     /// Tokens picked so far.
     picked: Vec<u32>,
+    /// Per choice, the probability of its branch so far (see [`ConstrainedPick::probs`]).
+    probs: Vec<f32>,
 }
 
 impl ConstrainedPick {
     pub fn new(set: &ChoiceSet) -> Self {
-        Self { alive: (0..set.choices.len()).collect(), picked: Vec::new() }
+        Self { alive: (0..set.choices.len()).collect(), picked: Vec::new(), probs: vec![1.0; set.choices.len()] }
+    }
+
+    /// Probabilities over the choices from the walk's steps: at each step a softmax over the
+    /// allowed tokens; a choice's probability is the product along its path for as long as it
+    /// stayed possible. Choices that leave the walk together on one token share that branch's
+    /// probability equally (no pass ever told them apart). They sum to 1 once one choice is left.
+    pub fn probs(&self) -> &[f32] {
+        &self.probs
     }
 
     /// Choices still possible, in choice order.
@@ -172,10 +245,22 @@ impl ConstrainedPick {
     /// ties go to the first listed choice) and keeps only the choices that have it.
     pub fn step(&mut self, set: &ChoiceSet, logits: &[f32]) -> u32 {
         let allowed = self.allowed(set);
-        let best = argmax(&logits[..allowed.len()]);
+        let logits = &logits[..allowed.len()];
+        let best = argmax(logits);
         let token = allowed[best];
         let depth = self.picked.len();
-        self.alive.retain(|&c| set.sequences[c].get(depth) == Some(&token));
+        let next = |c: usize| set.sequences[c].get(depth);
+        let max = logits[best];
+        let sum: f32 = logits.iter().map(|l| (l - max).exp()).sum();
+        for &c in &self.alive {
+            let Some(t) = next(c) else { continue };
+            let at = allowed.iter().position(|a| a == t).expect("allowed");
+            let p = (logits[at] - max).exp() / sum;
+            // A branch the walk leaves here is split among the choices on it.
+            let sharing = if *t == token { 1 } else { self.alive.iter().filter(|&&d| next(d) == Some(t)).count() };
+            self.probs[c] *= p / sharing as f32;
+        }
+        self.alive.retain(|&c| next(c) == Some(&token));
         self.picked.push(token);
         token
     }
@@ -187,14 +272,9 @@ impl ConstrainedPick {
 }
 
 /// Where the choices first differ (`depth`, with `allowed` the tokens allowed there and
-/// `logits[i]` the logit of `allowed[i]`): each choice's logit in choice order, and the
-/// probabilities over the choices from them ([`first_token_probs`]).
-pub fn fork_logits(set: &ChoiceSet, depth: usize, allowed: &[u32], logits: &[f32]) -> (Vec<f32>, Vec<f32>) {
-    let tokens: Vec<u32> = set.sequences.iter().map(|s| s[depth]).collect();
-    let choice_logits: Vec<f32> =
-        tokens.iter().map(|t| logits[allowed.iter().position(|a| a == t).expect("allowed")]).collect();
-    let probs = first_token_probs(&tokens, &choice_logits);
-    (choice_logits, probs)
+/// `logits[i]` the logit of `allowed[i]`): each choice's logit, in choice order.
+pub fn fork_logits(set: &ChoiceSet, depth: usize, allowed: &[u32], logits: &[f32]) -> Vec<f32> {
+    set.sequences.iter().map(|s| logits[allowed.iter().position(|a| *a == s[depth]).expect("allowed")]).collect()
 }
 
 /// Index of the largest value; the earliest wins ties.
@@ -206,26 +286,4 @@ pub fn argmax(x: &[f32]) -> usize {
         }
     }
     best
-}
-
-/// Probabilities over the choices from their first-token logits (in choice order): a softmax
-/// over the distinct allowed first tokens; choices that share a first token share its
-/// probability equally (the full-sequence log-probabilities tell them apart).
-pub fn first_token_probs(first_tokens: &[u32], logits: &[f32]) -> Vec<f32> {
-    let mut distinct: Vec<(u32, f32, usize)> = Vec::new();
-    for (&t, &l) in first_tokens.iter().zip(logits) {
-        match distinct.iter_mut().find(|d| d.0 == t) {
-            Some(d) => d.2 += 1,
-            None => distinct.push((t, l, 1)),
-        }
-    }
-    let max = distinct.iter().map(|d| d.1).fold(f32::NEG_INFINITY, f32::max);
-    let sum: f32 = distinct.iter().map(|d| (d.1 - max).exp()).sum();
-    first_tokens
-        .iter()
-        .map(|t| {
-            let d = distinct.iter().find(|d| d.0 == *t).expect("listed");
-            (d.1 - max).exp() / sum / d.2 as f32
-        })
-        .collect()
 }

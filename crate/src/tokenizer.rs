@@ -107,6 +107,18 @@ impl Tokenizer {
         self.inner.token_to_id(token)
     }
 
+    /// The text that ends a reply (`eos_token` of `tokenizer_config.json`: `<|im_end|>` for
+    /// Qwen2.5 Instruct), if the config names one.
+    pub fn eos_token(&self) -> Option<&str> {
+        self.special.iter().find(|(key, _)| *key == "eos_token").map(|(_, text)| text.as_str())
+    }
+
+    /// Whether `id` is an added special token (`<|endoftext|>`, `<|im_end|>`, ...): text
+    /// never continues past one.
+    pub fn is_special_id(&self, id: u32) -> bool {
+        self.inner.get_added_tokens_decoder().get(&id).is_some_and(|t| t.special)
+    }
+
     /// Whether `text` is exactly one added special token (such as `<|im_end|>`).
     pub fn is_special(&self, text: &str) -> bool {
         self.inner.get_added_tokens_decoder().values().any(|t| t.special && t.content == text)

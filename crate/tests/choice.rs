@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use onetoken::choice::{CLOSING, ChoiceSet, ConstrainedPick, first_token_probs};
+use onetoken::choice::{ChoiceSet, ConstrainedPick, Spelling};
 use onetoken::tokenizer::Tokenizer;
 
 fn qwen() -> Tokenizer {
@@ -16,12 +16,15 @@ fn prompt(tok: &Tokenizer, prefix: &str) -> String {
 
 fn set(tok: &Tokenizer, prefix: &str, choices: &[&str]) -> ChoiceSet {
     let choices: Vec<String> = choices.iter().map(|c| c.to_string()).collect();
-    ChoiceSet::new(tok, &prompt(tok, prefix), &choices, CLOSING).unwrap()
+    ChoiceSet::new(tok, &prompt(tok, prefix), "", &choices, &Spelling::after(prefix, tok.eos_token())).unwrap()
 }
 
 fn err(tok: &Tokenizer, choices: &[&str]) -> String {
     let choices: Vec<String> = choices.iter().map(|c| c.to_string()).collect();
-    ChoiceSet::new(tok, &prompt(tok, "{\"choice\": \""), &choices, CLOSING).unwrap_err().to_string()
+    let prefix = "{\"choice\": \"";
+    ChoiceSet::new(tok, &prompt(tok, prefix), "", &choices, &Spelling::after(prefix, tok.eos_token()))
+        .unwrap_err()
+        .to_string()
 }
 
 #[test]
@@ -53,10 +56,22 @@ fn a_shared_first_token_needs_more_steps() {
     assert_eq!(pick.allowed(&s), vec![s.sequences()[0][1], s.sequences()[1][1]]);
     pick.step(&s, &[0.5, 0.7]);
     assert_eq!(pick.decided(), Some(1));
-    // Probabilities: the shared token's mass is split between its two choices.
-    let probs = first_token_probs(&s.first_tokens(), &[2.0, 2.0, 1.0]);
-    let p_new = 2f32.exp() / (2f32.exp() + 1f32.exp());
-    assert_close(&probs, &[p_new / 2.0, p_new / 2.0, 1.0 - p_new], 1e-6, 0.0, "shared-token probs");
+    // Probabilities along the walk: "New" times " York" or " Jersey", and "Boston".
+    let p_new = 1.0 / (1.0 + (-1f32).exp());
+    let p_jersey = 1.0 / (1.0 + (-0.2f32).exp());
+    let want = [p_new * (1.0 - p_jersey), p_new * p_jersey, 1.0 - p_new];
+    assert_close(pick.probs(), &want, 1e-6, 0.0, "walk probabilities");
+    // The pick agrees with its probabilities here: " Jersey" is the likelier of the New pair.
+    assert!(pick.probs()[1] > pick.probs()[0]);
+
+    // Leaving on "Boston" at once, the two New choices share the branch they never split.
+    let mut pick = ConstrainedPick::new(&s);
+    pick.step(&s, &[1.0, 2.0]);
+    assert_eq!(pick.decided(), Some(2));
+    let p_boston = 1.0 / (1.0 + (-1f32).exp());
+    let want = [(1.0 - p_boston) / 2.0, (1.0 - p_boston) / 2.0, p_boston];
+    assert_close(pick.probs(), &want, 1e-6, 0.0, "a branch left together is shared");
+    assert!((pick.probs().iter().sum::<f32>() - 1.0).abs() < 1e-6);
 }
 
 #[test]
@@ -71,13 +86,45 @@ fn ties_go_to_the_first_listed_choice() {
 #[test]
 fn a_prefix_ending_in_a_space_is_healed() {
     // "The answer is " ends with a lone space token; " blue" is one token, so the space is
-    // backed off the prompt and becomes part of every choice's first token.
+    // backed off the prompt and becomes part of every choice's first token. A plain-text
+    // prefix ends its choices with the end of the turn, not with JSON.
     let tok = qwen();
     let s = set(&tok, "The answer is ", &["blue", "red"]);
     assert_eq!(s.healed(), 1);
     let text = tok.decode(&s.sequences()[0]).unwrap();
-    assert_eq!(text, " blue\"}");
+    assert_eq!(text, " blue<|im_end|>");
     assert!(tok.decode(s.base()).unwrap().ends_with("The answer is"));
+}
+
+#[test]
+fn a_reply_spells_each_choice_as_its_prefix_implies() {
+    let eot = Some("<|im_end|>");
+    // Inside a JSON string: escaped, then the quote and whatever the prefix opened.
+    let json = Spelling::after("{\"choice\": \"", eot);
+    assert_eq!(json.write("say \"hi\" \\ bye"), "say \\\"hi\\\" \\\\ bye\"}");
+    assert_eq!(json.write("예"), "예\"}");
+    assert_eq!(Spelling::after("{\"a\": [{\"b\": \"", eot).closing(), "\"}]}");
+    assert_eq!(Spelling::after("{\"a\": {\"x\": 1}, \"b\": \"", eot).closing(), "\"}");
+    assert_eq!(Spelling::after("{\"note\": \"a \\\" and {\", \"b\": \"", eot).closing(), "\"}");
+    // Plain text: as given, then the end of the turn (nothing where the tokenizer names none).
+    assert_eq!(Spelling::after("Answer: ", eot).write("a \"b\""), "a \"b\"<|im_end|>");
+    assert_eq!(Spelling::after("{\"choice\": ", eot).closing(), "<|im_end|>");
+    assert_eq!(Spelling::after("Answer: ", None).write("1"), "1");
+
+    // "1" and "10" after a plain prefix: the "1" is followed by the end of the turn or by "0",
+    // so the first choice is a real sequence, not the second one's first token alone.
+    let tok = qwen();
+    let s = set(&tok, "Answer: ", &["1", "10"]);
+    assert_eq!(tok.decode(&s.sequences()[0]).unwrap(), "1<|im_end|>");
+    assert_eq!(tok.decode(&s.sequences()[1]).unwrap(), "10<|im_end|>");
+    assert_eq!(s.sequences()[0][0], s.sequences()[1][0]);
+    assert!(!s.first_token_decides());
+
+    // A quote in a choice is written escaped, so the closing quote stays the closing quote.
+    let s = set(&tok, "{\"choice\": \"", &["\"quoted\"", "plain"]);
+    // (The prompt's ` "` merges with the backslash, so it is healed into the choice's tokens.)
+    let text = tok.decode(&s.sequences()[0]).unwrap();
+    assert!(text.ends_with(r#"\"quoted\""}"#) && s.healed() == 1, "{text:?}");
 }
 
 #[test]

@@ -58,6 +58,35 @@ fn schema_token_by_token_and_prefill_one_token_agree() {
     }
 }
 
+/// A quote or backslash in a choice is written JSON-escaped: A's reply is valid JSON naming
+/// the choice as given, and A and B score the same text.
+#[test]
+fn choices_with_quotes_are_written_as_json_strings() {
+    let mut e = engine(1);
+    let req = request("Which one?", &["say \"hi\"", "C:\\temp", "plain"]);
+    let a = block(e.judge(&req, Strategy::TokenByToken, 0)).unwrap();
+    let b = block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap();
+    assert_eq!(a.choice_index, b.choice_index);
+    assert_close(&a.choice_logits, &b.choice_logits, 1e-3, 1e-3, "A vs B choice logits");
+    let reply: serde_json::Value = serde_json::from_str(&a.generated_text).unwrap();
+    assert_eq!(reply["choice"].as_str(), a.choice.as_deref(), "{}", a.generated_text);
+    assert_eq!(onetoken::judge::parse_choice(&a.generated_text, &req.choices), a.choice_index);
+}
+
+/// After a plain-text prefix every choice ends with the end of the turn: "1" and "10" are
+/// both answers, and A's reply is the prefix, the choice and `<|im_end|>`.
+#[test]
+fn a_plain_prefix_ends_each_choice_with_the_end_of_the_turn() {
+    let mut e = engine(1);
+    let mut req = request("How many?", &["1", "10", "2"]);
+    req.prefix = Some("Answer: ".into());
+    let a = block(e.judge(&req, Strategy::TokenByToken, 0)).unwrap();
+    let b = block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap();
+    assert_eq!(a.choice_index, b.choice_index);
+    let choice = a.choice.clone().unwrap();
+    assert_eq!(a.generated_text, format!("Answer: {choice}<|im_end|>"));
+}
+
 #[test]
 fn full_head_equals_choice_head() {
     let mut e = engine(1);
@@ -76,8 +105,11 @@ fn free_generation_runs_until_the_json_closes_or_the_limit() {
     let req = request("Which color is the sky?", &["blue", "red"]);
     let free = block(e.judge(&req, Strategy::TokenByTokenFree, 3)).unwrap();
     // The tiny model's reply is noise: it closes no JSON, so it runs to the limit (or EOS).
-    assert!(free.generated_token_ids.len() <= onetoken::judge::FREE_TOKEN_LIMIT);
+    let limit = onetoken::judge::free_token_limit(e.tokenizer(), &req).unwrap();
+    assert!(free.generated_token_ids.len() <= limit);
+    // A forward pass per decode step, the one that read an end token it did not keep included.
     assert_eq!(free.timings_ms.decode.len(), free.decode_steps);
+    assert!(free.decode_steps + 1 >= free.generated_token_ids.len());
     assert_eq!(free.top.unwrap().len(), 3);
 }
 
@@ -102,6 +134,8 @@ fn a_batch_equals_each_judgment_alone_shared_prefix_or_not() {
             assert_eq!(j.choice_index, alone.choice_index, "{what} batch, request {i}");
             assert_close(&j.choice_logits, &alone.choice_logits, 1e-4, 1e-4, &format!("{what} batch logits {i}"));
             assert_eq!(j.generated_token_ids, alone.generated_token_ids);
+            assert_close(&j.probs, &alone.probs, 1e-4, 1e-4, &format!("{what} batch probs {i}"));
+            assert!((j.probs.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{:?}", j.probs);
         }
     }
 }
@@ -160,7 +194,7 @@ fn the_engine_sizes_itself_to_each_request_up_to_the_context() {
 
 #[test]
 fn sequence_log_probabilities_equal_the_cpu_reference() {
-    use onetoken::choice::{CLOSING, ChoiceSet};
+    use onetoken::choice::{ChoiceSet, Spelling};
     use onetoken::reference::{CpuKvCache, CpuModel, Logits};
     let mut e = engine(1);
     let req = request("Which city?", &["New York", "New Jersey", "Boston"]);
@@ -168,7 +202,8 @@ fn sequence_log_probabilities_equal_the_cpu_reference() {
 
     let cpu = CpuModel::load(&fixture("tiny-qwen2")).unwrap();
     let prompt = e.tokenizer().chat_prompt(req.system.as_deref(), &req.user, req.prefix()).unwrap();
-    let set = ChoiceSet::new(e.tokenizer(), &prompt, &req.choices, CLOSING).unwrap();
+    let spelling = Spelling::after(req.prefix(), e.tokenizer().eos_token());
+    let set = ChoiceSet::new(e.tokenizer(), &prompt, "", &req.choices, &spelling).unwrap();
     let vocab = cpu.config.vocab_size;
     let want: Vec<f32> = set
         .sequences()

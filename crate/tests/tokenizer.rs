@@ -87,6 +87,10 @@ fn special_tokens_are_known() {
     assert!(tok.is_special("<|im_end|>"));
     assert!(!tok.is_special("blue"));
     assert_eq!(tok.vocab_size(), 151_665);
+    // A-free stops at any of them: `<|endoftext|>` as well as the config's `<|im_end|>`.
+    assert!(tok.is_special_id(151_643) && tok.is_special_id(151_645));
+    assert!(!tok.is_special_id(tok.token_id("blue").unwrap()));
+    assert_eq!(tok.eos_token(), Some("<|im_end|>"));
 }
 
 #[test]

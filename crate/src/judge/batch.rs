@@ -1,8 +1,11 @@
 //! Strategy C: many requests in one batched prefill, each in its own KV slot, answered by
 //! strategy B's choice head; optionally over a shared prefix computed once.
 
-use super::{Answer, BatchRecord, BatchTimings, Engine, JudgeRequest, Judgment, Phase, PhaseClock, Room, Strategy};
-use crate::choice::{CLOSING, ChoiceSet, ConstrainedPick, fork_logits};
+use super::{
+    Answer, BatchRecord, BatchTimings, Engine, JudgeRequest, Judgment, Phase, PhaseClock, PrefixIn, Room, Strategy,
+    choice_set,
+};
+use crate::choice::{ChoiceSet, ConstrainedPick, fork_logits};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::model::{Head, Readout, Sequence};
@@ -11,8 +14,8 @@ use crate::model::{Head, Readout, Sequence};
 struct Walker {
     set: ChoiceSet,
     pick: ConstrainedPick,
-    /// Choice logits and probabilities where its choices first differ.
-    fork: Option<(Vec<f32>, Vec<f32>)>,
+    /// Choice logits where its choices first differ.
+    fork: Option<Vec<f32>>,
 }
 
 /// Whether a batch's prompts share their common prefix.
@@ -87,12 +90,12 @@ impl Engine {
             .into_iter()
             .zip(reqs)
             .map(|(w, req)| {
-                let (choice_logits, probs) = w.fork.unwrap_or_default();
                 let answer = Answer {
                     index: w.pick.decided(),
+                    decode_steps: w.pick.picked().len().saturating_sub(1),
+                    probs: w.pick.probs().to_vec(),
                     picked: w.pick.into_picked(),
-                    choice_logits,
-                    probs,
+                    choice_logits: w.fork.unwrap_or_default(),
                     prompt_tokens: w.set.base().len(),
                     healed_tokens: w.set.healed(),
                     top: None,
@@ -113,8 +116,7 @@ impl Engine {
         reqs.iter()
             .enumerate()
             .map(|(i, r)| {
-                let prompt = tok.chat_prompt(r.system.as_deref(), &r.user, r.prefix())?;
-                let set = ChoiceSet::new(tok, &prompt, &r.choices, CLOSING)
+                let set = choice_set(tok, r, PrefixIn::Prompt)
                     .map_err(|e| Error::Input(format!("request {}: {e}", i + 1)))?;
                 Ok(Walker { pick: ConstrainedPick::new(&set), set, fork: None })
             })

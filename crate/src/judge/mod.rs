@@ -27,13 +27,24 @@ pub use record::{
     Timings, json_object_closed, parse_choice,
 };
 
+use crate::choice::{ChoiceSet, Spelling};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, GpuWeights};
 use crate::model::{ForwardTiming, Model, ModelOptions, Readout, RowOut, Sequence};
 use crate::tokenizer::Tokenizer;
 
-/// Most tokens strategy A-free generates before giving up on a closing `}`.
+/// Tokens strategy A-free may spend on its reply's words and boilerplate, besides the choice.
 pub const FREE_TOKEN_LIMIT: usize = 32;
+
+/// Most tokens A-free generates for `req` before giving up on a closing `}`:
+/// [`FREE_TOKEN_LIMIT`] plus the longest choice's own tokens, so a long choice is not cut off.
+pub fn free_token_limit(tok: &Tokenizer, req: &JudgeRequest) -> Result<usize> {
+    let mut longest = 0;
+    for c in &req.choices {
+        longest = longest.max(tok.encode(c)?.len());
+    }
+    Ok(FREE_TOKEN_LIMIT + longest)
+}
 
 /// Options of [`Engine::judge_all`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -192,6 +203,30 @@ impl Engine {
             max_rows: room.rows,
             max_choice_ids: room.choice_ids,
         })
+    }
+}
+
+/// Where a request's response prefix goes: at the end of the prompt (B and C: the answer is
+/// read where the prompt ends), or at the start of every reply (A: the model writes it).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PrefixIn {
+    Prompt,
+    Reply,
+}
+
+/// `req`'s prompt and its choices tokenized after it, each spelled as the reply after the
+/// response prefix writes it (see [`Spelling`]).
+fn choice_set(tok: &Tokenizer, req: &JudgeRequest, prefix_in: PrefixIn) -> Result<ChoiceSet> {
+    let prefix = req.prefix();
+    let spelling = Spelling::after(prefix, tok.eos_token());
+    let system = req.system.as_deref();
+    match prefix_in {
+        PrefixIn::Prompt => {
+            ChoiceSet::new(tok, &tok.chat_prompt(system, &req.user, prefix)?, "", &req.choices, &spelling)
+        }
+        PrefixIn::Reply => {
+            ChoiceSet::new(tok, &tok.chat_prompt(system, &req.user, "")?, prefix, &req.choices, &spelling)
+        }
     }
 }
 

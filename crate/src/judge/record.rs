@@ -33,7 +33,8 @@ pub enum Strategy {
     /// A, schema-constrained: every token of the JSON reply is a forward pass.
     #[serde(rename = "a")]
     TokenByToken,
-    /// A, free: greedy until the JSON closes, EOS or [`crate::judge::FREE_TOKEN_LIMIT`].
+    /// A, free: greedy until the JSON closes, a special token (EOS) or the token limit
+    /// ([`crate::judge::free_token_limit`]).
     #[serde(rename = "a-free")]
     TokenByTokenFree,
     /// B with the choices' head rows only.
@@ -116,8 +117,13 @@ pub struct Answer {
     pub index: Option<usize>,
     /// The tokens generated or picked after the prompt.
     pub picked: Vec<u32>,
-    /// Logits of each choice's token where the choices first differ, and probabilities from them.
+    /// Forward passes after the prefill: one per picked token but the first, and one more
+    /// where A-free read an end token it does not keep.
+    pub decode_steps: usize,
+    /// Logits of each choice's token where the choices first differ.
     pub choice_logits: Vec<f32>,
+    /// Probabilities over the choices along the constrained walk
+    /// ([`crate::choice::ConstrainedPick::probs`]).
     pub probs: Vec<f32>,
     pub prompt_tokens: usize,
     pub healed_tokens: usize,
@@ -133,7 +139,8 @@ pub struct Judgment {
     pub choice_index: Option<usize>,
     /// Logits of each choice's token where the choices first differ, in choice order.
     pub choice_logits: Vec<f32>,
-    /// Probabilities over the choices from those logits.
+    /// Probabilities over the choices along the constrained walk: each step's softmax over the
+    /// allowed tokens, multiplied along every choice's path ([`crate::choice::ConstrainedPick::probs`]).
     pub probs: Vec<f32>,
     /// Tokens prefilled (prompt, response prefix included).
     pub prompt_tokens: usize,
@@ -183,7 +190,7 @@ impl Judgment {
             choice_logits: answer.choice_logits,
             probs: answer.probs,
             prompt_tokens: answer.prompt_tokens,
-            decode_steps: answer.picked.len().saturating_sub(1),
+            decode_steps: answer.decode_steps,
             generated_token_ids: answer.picked,
             generated_text: c.generated_text,
             healed_tokens: answer.healed_tokens,

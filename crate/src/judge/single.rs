@@ -2,9 +2,10 @@
 //! request in KV slot 0, and the sequence log-probability analysis.
 
 use super::{
-    Answer, Engine, FREE_TOKEN_LIMIT, JudgeRequest, Judgment, JudgmentContext, Phase, PhaseClock, Room, Strategy,
+    Answer, Engine, JudgeRequest, Judgment, JudgmentContext, Phase, PhaseClock, PrefixIn, Room, Strategy, choice_set,
+    free_token_limit,
 };
-use crate::choice::{CLOSING, ChoiceSet, ConstrainedPick, check_choices, fork_logits};
+use crate::choice::{ChoiceSet, ConstrainedPick, check_choices, fork_logits};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::model::{ForwardOut, Head, Positions, Readout, Sequence};
@@ -46,16 +47,12 @@ impl Engine {
             }
             Strategy::TokenByToken => {
                 // The reply's JSON, boilerplate and all, is the sequence each choice stands for.
-                let prompt = tok.chat_prompt(system, &req.user, "")?;
-                let prefix = req.prefix();
-                let replies: Vec<String> = req.choices.iter().map(|c| format!("{prefix}{c}")).collect();
-                let set = ChoiceSet::new(tok, &prompt, &replies, CLOSING)?;
+                let set = choice_set(tok, req, PrefixIn::Reply)?;
                 clock.timings.tokenize = now_ms() - start;
                 self.walk(&set, HeadKind::FullVocabulary, WalkUntil::ReplyEnd, top_k, &mut clock).await?
             }
             Strategy::PrefillOneToken | Strategy::PrefillOneTokenFullHead => {
-                let prompt = tok.chat_prompt(system, &req.user, req.prefix())?;
-                let set = ChoiceSet::new(tok, &prompt, &req.choices, CLOSING)?;
+                let set = choice_set(tok, req, PrefixIn::Prompt)?;
                 clock.timings.tokenize = now_ms() - start;
                 let head = match strategy {
                     Strategy::PrefillOneTokenFullHead => HeadKind::FullVocabulary,
@@ -104,9 +101,7 @@ impl Engine {
     /// only the needed logits and each position's logsumexp. An analysis, not a strategy: it
     /// costs a second, batched pass, and is not part of B's timings.
     pub async fn sequence_logprobs(&mut self, req: &JudgeRequest) -> Result<Vec<f32>> {
-        let tok = &self.tokenizer;
-        let prompt = tok.chat_prompt(req.system.as_deref(), &req.user, req.prefix())?;
-        let set = ChoiceSet::new(tok, &prompt, &req.choices, CLOSING)?;
+        let set = choice_set(&self.tokenizer, req, PrefixIn::Prompt)?;
         let n = set.sequences().len();
         let rows: usize = set.sequences().iter().map(|s| s.len() - 1).sum();
         let longest = set.sequences().iter().map(Vec::len).max().unwrap_or(0);
@@ -170,7 +165,7 @@ impl Engine {
             let row = &out.rows[0];
             if allowed.len() > 1 && answer.choice_logits.is_empty() {
                 // Where the choices first differ: the answer position.
-                (answer.choice_logits, answer.probs) = fork_logits(set, pick.picked().len(), &allowed, &row.logits);
+                answer.choice_logits = fork_logits(set, pick.picked().len(), &allowed, &row.logits);
                 answer.top = (head == HeadKind::FullVocabulary && top_k > 0).then(|| row.top.clone());
             }
             pick.step(set, &row.logits);
@@ -182,6 +177,8 @@ impl Engine {
                     return Err(Error::Input("the choices never differ".into()));
                 }
                 answer.index = Some(index);
+                answer.decode_steps = pick.picked().len() - 1;
+                answer.probs = pick.probs().to_vec();
                 answer.picked = pick.into_picked();
                 return Ok(answer);
             }
@@ -203,7 +200,8 @@ impl Engine {
         })
     }
 
-    /// Strategy A-free: greedy generation until the JSON object closes, EOS, or the limit.
+    /// Strategy A-free: greedy generation until the JSON object closes, a special token (the
+    /// end of the turn), or the token limit ([`free_token_limit`]).
     async fn generate_free(
         &mut self,
         req: &JudgeRequest,
@@ -211,22 +209,24 @@ impl Engine {
         top_k: usize,
         clock: &mut PhaseClock,
     ) -> Result<Answer> {
-        self.room_for_one(prompt.len(), FREE_TOKEN_LIMIT, 1)?;
+        let limit = free_token_limit(&self.tokenizer, req)?;
+        self.room_for_one(prompt.len(), limit, 1)?;
         self.model.forget(0)?;
         let eos = self.model.config().eos_ids();
-        let im_end = self.tokenizer.token_id("<|im_end|>");
         let mut answer = Answer { prompt_tokens: prompt.len(), ..Answer::default() };
         let mut text = String::new();
-        while answer.picked.len() < FREE_TOKEN_LIMIT {
+        for pass in 0..limit {
             let readout = Readout::last(Head::Full { top_k: top_k.max(1), ids: &[] });
             let (out, phase) = self.step(prompt, &answer.picked, readout).await?;
             clock.record(&out.timing, phase);
+            answer.decode_steps = pass;
             let row = &out.rows[0];
             if answer.top.is_none() && top_k > 0 {
                 answer.top = Some(row.top.clone());
             }
             let next = row.top[0].0;
-            if eos.contains(&next) || Some(next) == im_end {
+            // `<|endoftext|>` ends a reply as surely as `<|im_end|>`, whichever the config lists.
+            if eos.contains(&next) || self.tokenizer.is_special_id(next) {
                 break;
             }
             answer.picked.push(next);
