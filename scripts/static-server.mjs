@@ -83,6 +83,15 @@ async function handle(root, mounts, faults, req, res) {
     head.on('end', () => setTimeout(() => res.destroy(), 50));
     return head.pipe(res, { end: false });
   }
+  if (fault?.stallAfter && start === 0) {
+    // A download that pauses: the first `stallAfter` bytes, `stallMs` of nothing, the rest.
+    const head = createReadStream(file, { start: 0, end: fault.stallAfter - 1 });
+    head.on('error', () => res.destroy());
+    head.on('end', () => setTimeout(() => {
+      createReadStream(file, { start: fault.stallAfter }).on('error', () => res.destroy()).pipe(res);
+    }, fault.stallMs));
+    return head.pipe(res, { end: false });
+  }
   createReadStream(file, { start })
     .on('error', () => res.destroy())
     .pipe(res);
@@ -105,7 +114,8 @@ async function sha256Of(file, info) {
  * Serves `root` on 127.0.0.1:`port` (0: a free port); `mounts` maps URL prefixes such as
  * '/models/tiny/' to other folders. `faults` (for tests) maps URL paths to failures:
  * `{cutAfter: BYTES, cuts: N}` drops the connection after BYTES of the next N full downloads,
- * `ranges: false` ignores Range requests (a server that cannot resume), `sha256: true` sends the
+ * `ranges: false` ignores Range requests (a server that cannot resume), `{stallAfter: BYTES,
+ * stallMs: MS}` pauses every full download after BYTES, `sha256: true` sends the
  * file's SHA-256 as its ETag (as Hugging Face does for large files).
  * @returns {Promise<{url: string, close: () => Promise<void>}>} url ends with '/'.
  */

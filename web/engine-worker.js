@@ -13,6 +13,7 @@ let model = null; // {source, info, uncached}
 let lost = null; // why the GPU device was lost, until the next load
 let kernels = null; // 'tiled' or 'direct' when the page chose the linear-kernel family, else by device
 let tune = ''; // where the tiled kernels change path (the CLI's --tune), else the defaults
+let loading = null; // {cancelled} while a load runs: cancel sets it, the load's next report stops it
 
 function post(message) {
   self.postMessage(message);
@@ -65,22 +66,36 @@ const COMMANDS = {
     return { gpu: JSON.parse(gpu.info()), adapter, defaultPrefix: defaultPrefix() };
   },
 
+  // The model in use stays until the new one is ready: a load that fails or is cancelled
+  // leaves it loaded (the page says so).
   async load({ source }, progress) {
     if (!wasm) throw new Error('the engine is not started (init first)');
-    engine?.free();
-    engine = null;
-    model = null;
-    if (!gpu) await openGpu(); // the device was lost: a fresh one
-    const { engine: loaded, uncached } = await loadModel(gpu, source, progress);
-    // Errors the browser reports late (a pipeline its shader compiler rejects) fail the load.
-    await loaded.settled().catch((e) => {
-      loaded.free();
-      throw e;
-    });
-    engine = loaded;
-    lost = null;
-    model = { source, info: JSON.parse(engine.info()), uncached };
-    return model;
+    const run = { cancelled: false };
+    loading = run;
+    const report = (p) => {
+      if (run.cancelled) throw coded('cancelled', 'the load was cancelled');
+      progress(p);
+    };
+    try {
+      if (!gpu) await openGpu(); // the device was lost: a fresh one
+      const { engine: loaded, uncached } = await loadModel(gpu, source, report);
+      // Errors the browser reports late (a pipeline its shader compiler rejects) fail the load.
+      await loaded.settled().catch((e) => {
+        loaded.free();
+        throw e;
+      });
+      if (run.cancelled) {
+        loaded.free();
+        throw coded('cancelled', 'the load was cancelled');
+      }
+      engine?.free();
+      engine = loaded;
+      lost = null;
+      model = { source, info: JSON.parse(engine.info()), uncached };
+      return model;
+    } finally {
+      loading = null;
+    }
   },
 
   /** Destroys the GPU device, as a driver reset would (tests of the recovery). */
@@ -100,9 +115,10 @@ const COMMANDS = {
   },
 
   // Answered at once, even while another command runs: that one stops at its next forward
-  // pass and rejects with code `cancelled`.
+  // pass (a load: at its next progress report) and rejects with code `cancelled`.
   async cancel() {
     engine?.cancel();
+    if (loading) loading.cancelled = true;
     return true;
   },
 

@@ -27,6 +27,8 @@ let choices = [];
 let lastJudgments = [];
 let lastReport = null;
 let modelInfo = null;
+let loadedModel = null; // {source, info, uncached} of the model in use
+let started = false; // the engine worker is up and has a GPU: the buttons can work
 let gpuInfo = null;
 let lastBatch = null;
 const runStatus = new RunStatus($('run-status'), t, fill);
@@ -79,6 +81,11 @@ function renderChoices() {
 function addChoice() {
   const value = $('choice-new').value;
   if (!value.trim()) return;
+  if (choices.includes(value)) {
+    showError(new Error(fill(t().choiceExists, { choice: value })));
+    return;
+  }
+  clearError();
   choices.push(value);
   $('choice-new').value = '';
   renderChoices();
@@ -142,14 +149,16 @@ function clearError() {
   $('error').hidden = true;
 }
 
+/** Disables the buttons that call the engine while it works, and until it has started. */
 function setBusy(busy) {
-  for (const b of document.querySelectorAll('button.run, #batch-run, #bench-run, #model-load')) b.disabled = busy;
+  for (const b of document.querySelectorAll('button.run, #batch-run, #bench-run, #model-load, #workload-run')) b.disabled = busy || !started;
   $('cancel').hidden = !busy;
 }
 
 /**
  * Runs `work` with the buttons disabled and Cancel offered; errors are shown, a cancel is
- * reported in `status` (the run's status line unless given), inputs are never touched.
+ * reported in `status` (the run's status line unless given; a busy note there is cleared on
+ * an error), inputs are never touched.
  */
 async function guarded(work, status = $('run-status')) {
   clearError();
@@ -159,7 +168,10 @@ async function guarded(work, status = $('run-status')) {
   } catch (e) {
     runStatus.end();
     if (e?.code === 'cancelled') status.textContent = t().cancelled;
-    else showError(e);
+    else {
+      if (status !== $('run-status')) status.textContent = '';
+      showError(e);
+    }
     throw e;
   } finally {
     setBusy(false);
@@ -168,23 +180,33 @@ async function guarded(work, status = $('run-status')) {
 }
 
 // ---- Model ----------------------------------------------------------------------------
+/** Loads `source`; the model in use stays loaded (and named) if the load fails or is cancelled. */
 async function load(source) {
   return guarded(async () => {
     $('model-status').textContent = t().loading;
-    modelInfo = null;
-    const result = await client.call('load', { source }, (p) => showProgress(p, t(), fill));
-    modelInfo = result.info;
-    $('model-progress').hidden = true;
-    $('model-status').textContent = modelLine(source, modelInfo, t(), fill, result.uncached);
-    $('synthetic-note').hidden = !modelInfo.synthetic;
-    refreshCaches(client, t());
-    return modelInfo;
+    try {
+      const result = await client.call('load', { source }, (p) => showProgress(p, t(), fill));
+      loadedModel = { source, info: result.info, uncached: result.uncached };
+      modelInfo = result.info;
+      $('synthetic-note').hidden = !modelInfo.synthetic;
+      refreshCaches(client, t());
+      return modelInfo;
+    } finally {
+      $('model-progress').hidden = true;
+      showModelLine();
+    }
   });
+}
+
+/** The model in use, or that none is. */
+function showModelLine() {
+  const m = loadedModel;
+  $('model-status').textContent = m ? modelLine(m.source, m.info, t(), fill, m.uncached) : t().noModel;
 }
 
 // ---- Judging ----------------------------------------------------------------------------
 async function judge(request, strategy = 'b', topK = 0, sequenceLogprobs = false) {
-  if (!modelInfo) throw new Error('no model is loaded yet');
+  if (!modelInfo) throw Object.assign(new Error(t().noModel), { code: 'input' });
   return client.call('judge', { request, strategy, topK, sequenceLogprobs }, (p) => runStatus.progress(p.pass));
 }
 
@@ -213,7 +235,10 @@ async function estimateText(request, strategies) {
   let ms = estimateMs(measured, tokens + 30, strategies);
   if (ms === null) {
     // Nothing measured yet: a probe (a 32-token prefill and one decode step) first.
-    measured.probe = await client.call('probe', { tokens: 32 }).catch(() => null);
+    measured.probe = await client.call('probe', { tokens: 32 }).catch((e) => {
+      if (e?.code === 'cancelled') throw e; // the user stopped the run, not just its estimate
+      return null;
+    });
     ms = estimateMs(measured, tokens + 30, strategies);
   }
   if (ms === null) return t().noEstimate;
@@ -255,7 +280,12 @@ async function runBatch() {
     $('batch-status').textContent = t().busy;
     const result = await client.call('batch', { requests, sharedPrefix: $('batch-shared').checked });
     const b = result.batch;
-    $('batch-status').textContent = `${b.judgments} × 1 token · ${charts.formatMs(b.timings_ms.total)} · ${b.judgments_per_s.toFixed(2)} ${t().charts.throughput} · ${fill(t().promptTokens, { n: b.batch_prefill_tokens + b.shared_prefix_tokens })}`;
+    $('batch-status').textContent = fill(t().batchLine, {
+      n: b.judgments,
+      time: charts.formatMs(b.timings_ms.total),
+      rate: b.judgments_per_s.toFixed(2),
+      tokens: b.batch_prefill_tokens + b.shared_prefix_tokens,
+    });
     const rows = result.judgments.map((j, i) => {
       const tr = document.createElement('tr');
       for (const text of [questions[i], j.choice, `${(100 * Math.max(...j.probs)).toFixed(1)} %`]) {
@@ -267,14 +297,20 @@ async function runBatch() {
     $('batch-table').hidden = false;
     lastBatch = result;
     return result;
-  });
+  }, $('batch-status'));
 }
 
 // ---- Benchmark --------------------------------------------------------------------------
-const numbers = (text) => text.split(/[\s,]+/).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+/** Whole numbers typed in a field, separated by spaces or commas; anything else is an error naming it. */
+function numbers(text, field) {
+  const words = text.split(/[\s,]+/).filter(Boolean);
+  const bad = words.find((w) => !/^[1-9][0-9]{0,5}$/.test(w));
+  if (bad !== undefined || !words.length) throw Object.assign(new Error(fill(t().badNumbers, { field, text: bad ?? '' })), { code: 'input' });
+  return words.map(Number);
+}
 
 async function bench(options) {
-  if (!modelInfo) throw new Error('no model is loaded yet');
+  if (!modelInfo) throw Object.assign(new Error(t().noModel), { code: 'input' });
   return guarded(async () => {
     const report = await client.call('bench', { options }, (p) => {
       $('bench-status').textContent = `${t().benchRunning} ${p.line}`;
@@ -325,19 +361,26 @@ function wire() {
   $('choice-new').onkeydown = (e) => e.key === 'Enter' && addChoice();
   for (const b of document.querySelectorAll('button.run[data-strategy]')) b.onclick = () => run(b.dataset.strategy).catch(() => {});
   $('batch-run').onclick = () => runBatch().catch(() => {});
-  $('bench-run').onclick = () => bench({
-    lengths: numbers($('bench-lengths').value),
-    batch_sizes: numbers($('bench-batches').value),
-    repeats: 1,
-    profile: gpuInfo?.timestamps === true, // where the time goes, kernel by kernel
-  }).catch(() => {});
+  $('bench-run').onclick = () => {
+    let options;
+    try {
+      options = {
+        lengths: numbers($('bench-lengths').value, t().benchLengths),
+        batch_sizes: numbers($('bench-batches').value, t().benchBatches),
+        repeats: 1,
+        profile: gpuInfo?.timestamps === true, // where the time goes, kernel by kernel
+      };
+    } catch (e) {
+      showError(e);
+      return;
+    }
+    bench(options).catch(() => {});
+  };
   $('model-kind').onchange = showModelInputs;
   $('model-load').onclick = () => load(selectedSource()).catch(() => {});
   $('reload').onclick = () => load(selectedSource()).catch(() => {});
-  $('cache-clear').onclick = async () => {
-    await client.call('clearCaches');
-    refreshCaches(client, t());
-  };
+  $('cache-clear').onclick = () => client.call('clearCaches')
+    .then(() => refreshCaches(client, t()), showError);
   const drop = $('drop');
   drop.ondragover = (e) => e.preventDefault();
   drop.ondrop = (e) => {
@@ -371,14 +414,22 @@ async function start() {
   wire();
   applyLanguage();
   presetFromUrl();
+  setBusy(false); // nothing works until the engine has started
   $('gpu-info').textContent = t().gpuChecking;
-  if ('serviceWorker' in navigator) navigator.serviceWorker.register('./sw.js').catch(() => {});
+  // Offline use is a bonus: a sandboxed iframe (an opaque origin) throws on the very access.
+  try {
+    navigator.serviceWorker?.register('./sw.js').catch(() => {});
+  } catch {
+    // no service worker here
+  }
   const { gpu, adapter, defaultPrefix } = await client.call('init', { kernels: params.get('kernels'), tune: params.get('tune') ?? '' }).catch((e) => {
     $('gpu-info').textContent = noWebgpu(e) ? t().noWebgpu : e.message;
     showError(e);
     throw e;
   });
   if (!params.has('prefix')) $('prefix').value = defaultPrefix;
+  started = true;
+  setBusy(false);
   gpuInfo = { ...gpu, adapter };
   const features = adapter.features.includes('shader-f16') ? 'shader-f16' : 'no shader-f16';
   $('gpu-info').textContent = `${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' ') || gpu.name} · ${features} · timestamp-query ${gpu.timestamps ? '✓' : '✗'} · max binding ${(gpu.max_binding / 2 ** 20).toFixed(0)} MiB`;
@@ -386,7 +437,15 @@ async function start() {
   const modelParam = params.get('model') ?? 'synthetic:qwen2.5-0.5b';
   const quant = ['q8_0', 'q5_0', 'q4_0'].includes(params.get('quant')) ? params.get('quant') : '';
   $('model-quant').value = quant;
-  const source = { ...parseModel(modelParam), quant: quant || undefined };
+  let source;
+  try {
+    source = { ...parseModel(modelParam), quant: quant || undefined };
+  } catch (e) {
+    // A mistyped ?model=: say so and leave the choice to the model picker.
+    showModelLine();
+    showError(e);
+    throw e;
+  }
   $('model-kind').value = source.kind === 'synthetic' ? modelParam : source.kind;
   if (source.kind === 'folder') {
     if (![...$('model-folder').options].some((o) => o.value === source.name)) $('model-folder').append(new Option(source.name, source.name));

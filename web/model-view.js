@@ -37,7 +37,7 @@ export function showProgress(p, t, fill) {
     const values = { mb: (p.loaded / 1e6).toFixed(0), total: (p.total / 1e6).toFixed(0), rate: p.mbPerS.toFixed(1), left: Math.max(0, p.secondsLeft).toFixed(0) };
     $('model-status').textContent = `${p.file}: ${fill(p.cached ? t.progressCached : t.progress, values)}`;
   } else {
-    $('model-status').textContent = `${t.loading} ${p.phase}${p.file ? ` (${p.file})` : ''}`;
+    $('model-status').textContent = `${t.loading} ${t.loadPhases[p.phase] ?? p.phase}${p.file ? ` (${p.file})` : ''}`;
   }
 }
 

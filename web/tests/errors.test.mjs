@@ -124,6 +124,8 @@ test('a document past the context says how many tokens and the limit, and the ne
 });
 
 test('a truncated model file is named in a clear error, and nothing typed is lost', async () => {
+  await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' }));
+  const inUse = await page.textContent('#model-status');
   await page.fill('#question', 'My own question?');
   const { message, code } = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'broken' })
     .then(() => ({ message: 'loaded' }), (e) => ({ message: e.message, code: e.code })));
@@ -132,6 +134,48 @@ test('a truncated model file is named in a clear error, and nothing typed is los
   assert.equal(await page.isVisible('#error'), true);
   assert.match(await page.textContent('#error-text'), /truncated/);
   assert.equal(await page.inputValue('#question'), 'My own question?');
+  // The model in use was not given up for the broken one: still named, still answering.
+  assert.equal(await page.textContent('#model-status'), inUse);
+  assert.match(inUse, /tiny-qwen2/);
+  assert.equal(await page.isVisible('#model-progress'), false);
+  const r = await page.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
+  assert.equal(r.synthetic, false);
+});
+
+test('a typed choice already listed, bad benchmark numbers and an empty batch are refused clearly', async () => {
+  const chips = () => page.locator('#chips .chip').count();
+  const before = await chips();
+  const first = await page.textContent('#chips .chip span');
+  await page.fill('#choice-new', first);
+  await page.press('#choice-new', 'Enter');
+  assert.match(await page.textContent('#error-text'), /is already a choice/);
+  assert.equal(await chips(), before);
+  for (const [lengths, bad] of [['32, 1e9', '1e9'], ['0x10', '0x10'], ['32 6x4', '6x4']]) {
+    await page.fill('#bench-lengths', lengths);
+    await page.click('#bench-run');
+    assert.match(await page.textContent('#error-text'), new RegExp(`Prompt lengths: “${bad}” is not a whole number`), lengths);
+  }
+  await page.fill('#bench-lengths', '32,64');
+  await page.fill('#batch-questions', '');
+  await page.click('#batch-run');
+  await page.waitForFunction(() => /empty batch/.test(document.getElementById('error-text').textContent));
+  assert.equal(await page.textContent('#batch-status'), '', 'no "Busy" left behind');
+  assert.equal(await page.isDisabled('#batch-run'), false);
+});
+
+test('a mistyped ?model= says what it takes, and the picker still works', async () => {
+  const { page: other } = await browser.open('index.html?model=nope:x&lang=ko');
+  try {
+    await other.waitForFunction(() => !document.getElementById('error').hidden);
+    assert.match(await other.textContent('#error-text'), /unknown model nope:x \(synthetic:NAME/);
+    assert.match(await other.textContent('#model-status'), /불러온 모델이 없습니다/);
+    assert.equal(await other.isDisabled('#model-load'), false);
+    await other.selectOption('#model-kind', 'synthetic:qwen2.5-0.5b');
+    await other.click('#model-load');
+    await other.waitForFunction(() => /qwen2\.5-0\.5b/.test(document.getElementById('model-status').textContent));
+  } finally {
+    await other.close();
+  }
 });
 
 test('after the error the page loads and runs the synthetic model', async () => {

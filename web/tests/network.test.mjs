@@ -38,11 +38,13 @@ before(async () => {
       '/models/quota/': TINY,
       '/models/cached/': TINY,
       '/models/hashed/': TINY,
+      '/models/stalled/': TINY,
     },
     faults: {
       '/models/cut-once/model.safetensors': { cutAfter: 100_000, cuts: 1 },
       '/models/cut-always/model.safetensors': { cutAfter: 100_000, cuts: Infinity, ranges: false },
       '/models/hashed/model.safetensors': { sha256: true },
+      '/models/stalled/model.safetensors': { stallAfter: 100_000, stallMs: 1500 },
     },
   });
   ({ page } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
@@ -167,6 +169,22 @@ test('a GPU device lost in the middle of the work: the page says so, keeps the i
   await assertStillWorks('lost device');
 });
 
+test('a load cancelled mid-download stops there, and the model in use stays loaded and named', async () => {
+  assert.equal(await load({ kind: 'folder', name: 'tiny-qwen2' }), 'loaded');
+  const inUse = await page.textContent('#model-status');
+  const result = page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'stalled' }).then(() => 'loaded', (e) => e.code));
+  await page.waitForFunction(() => /model\.safetensors:/.test(document.getElementById('model-status').textContent));
+  await page.click('#cancel');
+  assert.equal(await result, 'cancelled');
+  assert.match(await page.textContent('#run-status'), /Cancelled/);
+  assert.equal(await page.textContent('#model-status'), inUse, 'the status names the model still in use');
+  assert.equal(await page.isVisible('#model-progress'), false);
+  assert.equal(await page.isVisible('#error'), false);
+  const logits = await page.evaluate((ids) => window.onetoken.logits(ids), IDS);
+  assert.deepEqual(logits, want, 'the model in use still answers, unchanged');
+  await assertStillWorks('cancelled load');
+});
+
 test('a browser without WebGPU is told which browsers work, and typing still works', async () => {
   const plain = await openBrowser({ webgpu: false });
   try {
@@ -176,6 +194,9 @@ test('a browser without WebGPU is told which browsers work, and typing still wor
     assert.match(text, /no WebGPU\. Use a recent Chrome or Edge .*Safari 26/);
     await bare.fill('#question', 'typed anyway');
     assert.equal(await bare.inputValue('#question'), 'typed anyway');
+    // Nothing that needs the engine can be pressed, so the explanation stays in view.
+    for (const id of ['model-load', 'batch-run', 'bench-run']) assert.equal(await bare.isDisabled(`#${id}`), true, id);
+    assert.equal(await bare.isDisabled('button.run[data-strategy=b]'), true);
   } finally {
     await plain.close();
   }

@@ -267,17 +267,37 @@ pub fn json_object_closed(text: &str) -> bool {
     false
 }
 
-/// The choice a free-form reply names: the `"choice"` field of the first JSON object in it,
-/// matched exactly, then ignoring case and surrounding spaces.
+/// The choice a free-form reply names: the `"choice"` string of the first JSON object in it
+/// that has one, matched exactly, then in Unicode NFC (a composed and a decomposed é are the
+/// same text), then ignoring case and surrounding spaces where that leaves only one choice.
 pub fn parse_choice(text: &str, choices: &[String]) -> Option<usize> {
-    let start = text.find('{')?;
-    let end = text.rfind('}')?;
-    let value: serde_json::Value = serde_json::from_str(text.get(start..=end)?).ok()?;
-    let named = value.get("choice")?.as_str()?;
-    choices
-        .iter()
-        .position(|c| c == named)
-        .or_else(|| choices.iter().position(|c| c.trim().eq_ignore_ascii_case(named.trim())))
+    let named = first_choice_field(text)?;
+    if let Some(i) = choices.iter().position(|c| *c == named) {
+        return Some(i);
+    }
+    let only = |key: &dyn Fn(&str) -> String| {
+        let want = key(&named);
+        let mut found = choices.iter().enumerate().filter(|(_, c)| key(c) == want).map(|(i, _)| i);
+        match (found.next(), found.next()) {
+            (Some(i), None) => Some(i),
+            _ => None,
+        }
+    };
+    only(&nfc).or_else(|| only(&|s: &str| nfc(s.trim()).to_lowercase()))
+}
+
+/// The `"choice"` string of the first JSON object in `text` that has one.
+fn first_choice_field(text: &str) -> Option<String> {
+    text.match_indices('{').find_map(|(at, _)| {
+        let value = serde_json::Deserializer::from_str(&text[at..]).into_iter::<serde_json::Value>().next()?.ok()?;
+        value.get("choice")?.as_str().map(String::from)
+    })
+}
+
+fn nfc(text: &str) -> String {
+    let mut normalized = tokenizers::NormalizedString::from(text);
+    normalized.nfc();
+    normalized.get().to_string()
 }
 
 #[cfg(test)]
@@ -294,6 +314,18 @@ mod tests {
         assert_eq!(parse_choice("{\"choice\": \" Blue \"}", &choices), Some(0));
         assert_eq!(parse_choice("{\"choice\": \"green\"}", &choices), None);
         assert_eq!(parse_choice("no json", &choices), None);
+        // The first object that names a choice, whatever follows it.
+        assert_eq!(parse_choice("{\"choice\": \"red\"} or {\"choice\": \"blue\"}", &choices), Some(1));
+        assert_eq!(parse_choice("{\"x\": 1} {\"choice\": \"blue\"} }", &choices), Some(0));
+        // A decomposed é names the composed choice; escapes are read as JSON.
+        let cafe: Vec<String> = ["café", "tea \"x\""].map(String::from).to_vec();
+        assert_eq!(parse_choice("{\"choice\": \"cafe\u{301}\"}", &cafe), Some(0));
+        assert_eq!(parse_choice("{\"choice\": \"tea \\\"x\\\"\"}", &cafe), Some(1));
+        // Ignoring case must leave one choice: "BLUE" between "Blue" and "blue" names neither.
+        let cased: Vec<String> = ["Blue", "blue", "Red"].map(String::from).to_vec();
+        assert_eq!(parse_choice("{\"choice\": \"blue\"}", &cased), Some(1));
+        assert_eq!(parse_choice("{\"choice\": \"BLUE\"}", &cased), None);
+        assert_eq!(parse_choice("{\"choice\": \" red\"}", &cased), Some(2));
     }
 
     #[test]
