@@ -134,7 +134,8 @@ function currentRequest() {
 function showError(e) {
   const message = e?.message ?? String(e);
   const lost = e?.code === 'device_lost';
-  $('error-text').textContent = noWebgpu(e) ? t().noWebgpu : lost ? `${t().deviceLost} (${message})` : message;
+  const kind = t().errorKinds[e?.code];
+  $('error-text').textContent = noWebgpu(e) ? t().noWebgpu : lost ? `${t().deviceLost} (${message})` : kind ? `${kind}: ${message}` : message;
   $('reload').hidden = !lost;
   $('error').hidden = false;
   postHeight();
@@ -206,7 +207,7 @@ function showModelLine() {
 
 // ---- Judging ----------------------------------------------------------------------------
 async function judge(request, strategy = 'b', topK = 0, sequenceLogprobs = false) {
-  if (!modelInfo) throw Object.assign(new Error(t().noModel), { code: 'input' });
+  if (!modelInfo) throw new Error(t().noModel);
   return client.call('judge', { request, strategy, topK, sequenceLogprobs }, (p) => runStatus.progress(p.pass));
 }
 
@@ -305,12 +306,12 @@ async function runBatch() {
 function numbers(text, field) {
   const words = text.split(/[\s,]+/).filter(Boolean);
   const bad = words.find((w) => !/^[1-9][0-9]{0,5}$/.test(w));
-  if (bad !== undefined || !words.length) throw Object.assign(new Error(fill(t().badNumbers, { field, text: bad ?? '' })), { code: 'input' });
+  if (bad !== undefined || !words.length) throw new Error(fill(t().badNumbers, { field, text: bad ?? '' }));
   return words.map(Number);
 }
 
 async function bench(options) {
-  if (!modelInfo) throw Object.assign(new Error(t().noModel), { code: 'input' });
+  if (!modelInfo) throw new Error(t().noModel);
   return guarded(async () => {
     const report = await client.call('bench', { options }, (p) => {
       $('bench-status').textContent = `${t().benchRunning} ${p.line}`;

@@ -121,6 +121,15 @@ test('a document past the context says how many tokens and the limit, and the ne
   assert.match(message, /^context_overflow: prompt of \d+ tokens does not fit: the model's context is 4096 tokens$/);
   const r = await page.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
   assert.equal(r.decode_steps, 0);
+  // On the Korean page the engine's English detail follows the kind of error in Korean.
+  const typed = await page.inputValue('#document');
+  await page.evaluate(() => window.onetoken.setLanguage('ko'));
+  await page.fill('#document', 'blue '.repeat(5000));
+  await page.click('button.run[data-strategy=b]');
+  await page.waitForFunction(() => !document.getElementById('error').hidden);
+  assert.match(await page.textContent('#error-text'), /^모델이 다룰 수 있는 길이를 넘었습니다: prompt of \d+ tokens does not fit/);
+  await page.evaluate(() => window.onetoken.setLanguage('en'));
+  await page.fill('#document', typed);
 });
 
 test('a truncated model file is named in a clear error, and nothing typed is lost', async () => {
