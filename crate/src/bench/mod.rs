@@ -47,6 +47,10 @@ impl Default for BenchOptions {
     }
 }
 
+/// The largest batch the benchmark builds: its requests are tokenized on the host before the
+/// device is asked, so a mistyped size fails at once instead of after minutes of tokenizing.
+pub const MAX_BATCH: usize = 4096;
+
 impl BenchOptions {
     /// Engine sizes for this benchmark, within the device's limits: a batch size past them is
     /// not sized for here, and its own run reports why it was skipped ([`BenchReport::batch_skipped`]).
@@ -79,6 +83,11 @@ impl BenchOptions {
             return Err(Error::Input(format!(
                 "lengths: a prompt of {length} tokens does not fit the model's context of {context} tokens \
                  (give lengths below it)"
+            )));
+        }
+        if let Some(&n) = self.batch_sizes.iter().find(|&&n| n == 0 || n > MAX_BATCH) {
+            return Err(Error::Input(format!(
+                "batch_sizes: a batch of {n} judgments cannot be measured (give 1 to {MAX_BATCH})"
             )));
         }
         if self.profile && self.lengths.contains(&0) {
@@ -621,6 +630,12 @@ mod tests {
         let zero = BenchOptions { lengths: vec![0, 8], profile: true, ..Default::default() };
         assert!(zero.check(context).unwrap_err().to_string().contains("a length of 0"));
         BenchOptions { profile: false, ..zero }.check(context).unwrap();
+        for n in [0, MAX_BATCH + 1] {
+            let batch = BenchOptions { batch_sizes: vec![1, n], ..Default::default() };
+            let err = batch.check(context).unwrap_err().to_string();
+            assert!(err.contains(&format!("a batch of {n} judgments cannot be measured (give 1 to 4096)")), "{err}");
+        }
+        BenchOptions { batch_sizes: vec![MAX_BATCH], ..Default::default() }.check(context).unwrap();
     }
 
     /// A point of `tokens` prompt tokens: its prefill and decode steps on the wall clock, and on
