@@ -89,29 +89,33 @@ export async function runWorkload(batches, judgeBatch, onBatch = () => {}) {
 const HOSTED = { perTokenMs: 60 / 600, decodeMs: 30 };
 
 /**
- * The full workload (FULL) from the measured batches (scaled down or not): its latency bound
- * (the longest prefill plus one step) and its time with this device's fitted cost model, and
- * with the article's hosted figures. Per batch: T_prefill(its tokens) + 1 step. Without a usable
- * cost model (none, or one whose prefill does not grow with the prompt) the device's figures
- * are null.
+ * The full workload (FULL) from the measured batches (scaled down or not), on this device's
+ * fitted cost model and on the article's hosted figures. A batch is the prefill of its shared
+ * document (a call of its own) and of all its question suffixes together (one more call), then
+ * the decode steps its choices need (none when one token decides): every judgment of the batch
+ * is answered when that one batch is, so its time is the latency bound. Without a usable cost
+ * model (none, or one whose prefill does not grow with the prompt) the device's figures are null.
  */
 export function projectWorkload(result, costModel) {
-  const perDocument = result.records.map((r) => {
-    const suffix = r.batch_prefill_tokens / r.judgments; // tokens of one question after the document
-    return { shared: r.shared_prefix_tokens, suffix, longest: r.longest_prompt_tokens };
-  });
+  const perDocument = result.records.map((r) => ({
+    shared: r.shared_prefix_tokens,
+    suffix: r.batch_prefill_tokens / r.judgments, // tokens of one question after the document
+  }));
   const avg = (f) => perDocument.reduce((a, d) => a + f(d), 0) / perDocument.length;
-  // One full batch: the document once, then FULL.questions question suffixes.
-  const fullTokens = avg((d) => d.shared) + FULL.questions * avg((d) => d.suffix);
-  const longest = Math.max(...perDocument.map((d) => d.longest));
+  const shared = avg((d) => d.shared);
+  const suffixes = FULL.questions * avg((d) => d.suffix);
+  const steps = Math.max(0, ...result.records.map((r) => r.decode_steps ?? 0));
   // A fit to a few short, noisy prompts can slope down; it says nothing about this workload.
   const usable = costModel?.prefill.per_token_ms > 0;
-  const device = usable && ((tokens) => Math.max(0, costModel.prefill.fixed_ms + costModel.prefill.per_token_ms * tokens));
+  const prefill = (tokens) => (tokens > 0 ? Math.max(0, costModel.prefill.fixed_ms + costModel.prefill.per_token_ms * tokens) : 0);
+  const deviceBatch = usable ? prefill(shared) + prefill(suffixes) + steps * costModel.decode_ms : null;
+  const hostedBatch = HOSTED.perTokenMs * (shared + suffixes) + steps * HOSTED.decodeMs;
   return {
-    batchTokens: fullTokens,
-    latencyBoundMs: device ? device(longest) + costModel.decode_ms : null,
-    deviceMs: device ? FULL.documents * (device(fullTokens) + costModel.decode_ms) : null,
-    hostedMs: FULL.documents * (HOSTED.perTokenMs * fullTokens + HOSTED.decodeMs),
-    hostedLatencyMs: HOSTED.perTokenMs * longest + HOSTED.decodeMs,
+    batchTokens: shared + suffixes,
+    decodeSteps: steps,
+    latencyBoundMs: deviceBatch,
+    deviceMs: usable ? FULL.documents * deviceBatch : null,
+    hostedMs: FULL.documents * hostedBatch,
+    hostedLatencyMs: hostedBatch,
   };
 }
