@@ -45,7 +45,7 @@ export function sweep(el, report, t) {
 
   // cost model: T(P) = fixed + per_token × P + N × decode_ms
   const cm = report.cost_model;
-  const model = cm && cm.prefill && isNum(cm.prefill.fixed_ms) && isNum(cm.prefill.per_token_ms) && isNum(cm.decode_ms)
+  const model = cm && cm.prefill && isNum(cm.prefill.fixed_ms) && cm.prefill.per_token_ms > 0 && isNum(cm.decode_ms)
     ? (p, n) => cm.prefill.fixed_ms + cm.prefill.per_token_ms * p + n * cm.decode_ms : null;
   const nA = median(rows.map((r) => r.a && r.a.decode_steps));
 
@@ -256,7 +256,7 @@ export function roofline(el, report, t) {
     const sx = (v) => x0 + (v / top) * plotW;
     const measured = list[0];
     if (measured.frac != null) {
-      text(g, x0, y + 12, fit(`${(measured.frac * 100).toFixed(1)} % ${tx(t, 'ofPeak')}`, w - x0),
+      text(g, x0, y + 12, fit(tx(t, 'ofPeak').replace('{pct}', (measured.frac * 100).toFixed(1)), w - x0),
         { class: 'value', 'data-kind': 'fraction' });
     }
     y += 20;

@@ -1,6 +1,6 @@
 // The benchmark's results on the page: the cost model line, the charts, the article's worked
 // example beside this device's figures, and where the time goes kernel by kernel.
-import { ARTICLE_BAND, batchChart, kernels, roofline, sweep } from './bench-charts.js';
+import { batchChart, kernels, roofline, sweep } from './bench-charts.js';
 import { articleComparison, articleVerdict, kernelReadings } from './lesson.js';
 
 const $ = (id) => document.getElementById(id);
@@ -11,9 +11,9 @@ export const ms = (v) => `${v.toFixed(v < 10 ? 1 : 0)} ms`;
 export function showBench(report, t, fill) {
   const m = report.cost_model;
   const perStep = fill(t.decodePerStep, { ms: report.decode_ms_per_step.toFixed(1) });
-  const model = m
-    ? fill(t.costModel, { a: m.prefill.fixed_ms.toFixed(1), b: m.prefill.per_token_ms.toFixed(3), d: m.decode_ms.toFixed(1) })
-    : t.costModelNone;
+  // A fit to short, noisy prompts can slope down: no formula is shown for it, nor drawn.
+  const model = !m ? t.costModelNone : !(m.prefill.per_token_ms > 0) ? t.costModelFlat
+    : fill(t.costModel, { a: m.prefill.fixed_ms.toFixed(1), b: m.prefill.per_token_ms.toFixed(3), d: m.decode_ms.toFixed(1) });
   $('cost-model').textContent = `${model} · ${perStep}`;
   const merged = report.sweep_merged ?? [];
   const shortest = Math.min(...(report.sweep ?? []).map((r) => r.b.prompt_tokens));
@@ -50,7 +50,7 @@ function showArticle(report, t, fill) {
   ];
   const table = $('article-table');
   const head = document.createElement('tr');
-  for (const h of ['', t.articleColumn, d?.measured ? t.deviceMeasured : t.devicePredicted]) {
+  for (const h of ['', t.articleColumn, d?.measured ? fill(t.deviceMeasured, { prompt: d.prompt }) : t.devicePredicted]) {
     head.append(Object.assign(document.createElement('th'), { textContent: h }));
   }
   const body = rows.map(([label, ...cells]) => {
@@ -60,11 +60,12 @@ function showArticle(report, t, fill) {
     return tr;
   });
   table.replaceChildren(head, ...body);
-  const verdict = articleVerdict(c, ARTICLE_BAND);
+  const verdict = articleVerdict(c);
   $('article-verdict').textContent = fill(t.articleVerdict[verdict], {
     tokens: d?.decodeInTokens.toFixed(0),
     article: a.decodeInTokens.toFixed(0),
     speedup: d?.speedup.toFixed(1),
+    articleSpeedup: a.speedup.toFixed(1),
     prompt: a.prompt,
   });
 }

@@ -76,10 +76,17 @@ function figures(c, prefillPlusOne) {
   return { ...c, a, b, bHere: c.prefillMs, speedup: a / b, speedupHere: a / c.prefillMs, decodeInTokens };
 }
 
-/** Which of the article's sentences fits this device: below, within or above its 2-3x band, or
- * unmeasured (no device figures). */
-export function articleVerdict(comparison, band) {
+/** How close a device's decode step (in prompt tokens) must be to the article's to read "about
+ * the same": within a quarter either way, A / B as the article counts it stays within ±12%. */
+const ABOUT_THE_ARTICLE = 1.25;
+
+/**
+ * Which of the article's sentences fits this device: its A / B below, about or above the
+ * article's. A / B (the article's way) grows with what one decode step costs in prompt tokens,
+ * so that comparison decides; 'unmeasured' without device figures.
+ */
+export function articleVerdict(comparison) {
   if (!comparison.device) return 'unmeasured';
-  const s = comparison.device.speedup;
-  return s < band[0] ? 'below' : s > band[1] ? 'above' : 'within';
+  const ratio = comparison.device.decodeInTokens / comparison.article.decodeInTokens;
+  return ratio < 1 / ABOUT_THE_ARTICLE ? 'below' : ratio > ABOUT_THE_ARTICLE ? 'above' : 'within';
 }

@@ -25,6 +25,8 @@ const fill = (text, values) => text.replace(/\{(\w+)\}/g, (_, k) => values[k] ??
 const client = new EngineClient();
 let choices = [];
 let lastJudgments = [];
+let lastChoices = null; // the choices the last run judged (the chips may have changed since)
+let loadingModel = false;
 let lastReport = null;
 let modelInfo = null;
 let loadedModel = null; // {source, info, uncached} of the model in use
@@ -48,6 +50,8 @@ function applyLanguage() {
   renderChoices();
   renderResults();
   renderBench();
+  if (started && !loadingModel) showModelLine();
+  if (!$('workload').hidden) showWorkloadPlan(workloadSize(gpuInfo), t(), fill);
 }
 
 function setLanguage(next) {
@@ -185,6 +189,7 @@ async function guarded(work, status = $('run-status')) {
 async function load(source) {
   return guarded(async () => {
     $('model-status').textContent = t().loading;
+    loadingModel = true;
     try {
       const result = await client.call('load', { source }, (p) => showProgress(p, t(), fill));
       loadedModel = { source, info: result.info, uncached: result.uncached };
@@ -193,6 +198,7 @@ async function load(source) {
       refreshCaches(client, t());
       return modelInfo;
     } finally {
+      loadingModel = false;
       $('model-progress').hidden = true;
       showModelLine();
     }
@@ -222,6 +228,7 @@ async function run(strategy) {
     const records = [];
     for (const s of strategies) records.push(await judge(request, s));
     lastJudgments = records;
+    lastChoices = request.choices;
     runStatus.end();
     renderResults();
     return records;
@@ -269,8 +276,9 @@ function renderResults() {
   $('synthetic-note').hidden = !main.synthetic;
 }
 
+/** The names of a record's choices: those the run judged, else (a scripted record) numbers. */
 function currentChoicesFor(record) {
-  return record.probs.length === choices.length ? choices : record.probs.map((_, i) => `#${i + 1}`);
+  return lastChoices?.length === record.probs.length ? lastChoices : record.probs.map((_, i) => `#${i + 1}`);
 }
 
 async function runBatch() {
@@ -495,9 +503,11 @@ window.onetoken = {
   logits: (ids) => client.call('logits', { ids }),
   /** Destroys the GPU device, as a driver reset would: the next run fails and the page offers a reload (tests of the recovery). */
   loseDevice: () => client.call('loseDevice'),
-  /** Re-renders results after a scripted run (the charts of window.onetoken.judge calls). */
-  show: (records) => {
+  /** Re-renders results after a scripted run (the charts of window.onetoken.judge calls),
+   * the bars named by `choices` (else numbered). */
+  show: (records, choices = null) => {
     lastJudgments = Array.isArray(records) ? records : [records];
+    lastChoices = choices;
     renderResults();
   },
   setLanguage,

@@ -7,8 +7,10 @@ const REPLY_STEPS = { a: 8, 'a-free': 10 };
 
 /**
  * Milliseconds a run of `strategies` on a prompt of `promptTokens` should take, from the last
- * benchmark's cost model, else the last judgments' timings, else a probe ({tokens, prefill_ms,
- * decode_ms}: a short prefill and one decode step); null with none of them.
+ * benchmark's cost model, else the last judgments' timings (and a probe's decode step where
+ * they measured none), else a probe ({tokens, prefill_ms, decode_ms}: a short prefill and one
+ * decode step); null where what the run needs was not measured (a decode step is not a prompt
+ * token: it reads every weight again).
  */
 export function estimateMs({ report, judgments, probe }, promptTokens, strategies) {
   let prefill;
@@ -17,19 +19,22 @@ export function estimateMs({ report, judgments, probe }, promptTokens, strategie
   if (cm && cm.prefill.per_token_ms > 0) {
     prefill = (p) => cm.prefill.fixed_ms + cm.prefill.per_token_ms * p;
     decode = cm.decode_ms;
-  } else if (!judgments?.length && probe) {
-    // A short prefill carries the fixed cost too: scaled up, it overestimates (a safe side).
-    prefill = (p) => (probe.prefill_ms * Math.max(p, probe.tokens)) / probe.tokens;
-    decode = probe.decode_ms;
   } else {
     const last = judgments?.find((j) => j.prompt_tokens > 0);
-    if (!last) return null;
-    // Prefill time grows with the prompt; a decode step does not.
-    prefill = (p) => (last.timings_ms.prefill * p) / last.prompt_tokens;
-    const steps = judgments.flatMap((j) => j.timings_ms.decode);
-    decode = steps.length ? steps.reduce((a, b) => a + b, 0) / steps.length : prefill(1);
+    if (last) {
+      // Prefill time grows with the prompt; a decode step does not.
+      prefill = (p) => (last.timings_ms.prefill * p) / last.prompt_tokens;
+    } else if (probe) {
+      // A short prefill carries the fixed cost too: scaled up, it overestimates (a safe side).
+      prefill = (p) => (probe.prefill_ms * Math.max(p, probe.tokens)) / probe.tokens;
+    } else {
+      return null;
+    }
+    const steps = (judgments ?? []).flatMap((j) => j.timings_ms.decode);
+    decode = steps.length ? steps.reduce((a, b) => a + b, 0) / steps.length : probe?.decode_ms;
   }
-  return strategies.reduce((sum, s) => sum + prefill(promptTokens) + (REPLY_STEPS[s] ?? 0) * decode, 0);
+  if (strategies.some((s) => REPLY_STEPS[s]) && !(decode > 0)) return null;
+  return strategies.reduce((sum, s) => sum + prefill(promptTokens) + (REPLY_STEPS[s] ? REPLY_STEPS[s] * decode : 0), 0);
 }
 
 /** "12 s", "3 min". */

@@ -162,12 +162,19 @@ impl ChoiceSet {
     }
 }
 
-/// The checks every choice list passes: at least two, none empty, none a special token, no
-/// two the same.
+/// Most choices a judgment takes: each is tokenized with its whole prompt before the model
+/// runs (and cannot be cancelled then), so a list of thousands would stall the engine.
+pub const MAX_CHOICES: usize = 256;
+
+/// The checks every choice list passes: two to [`MAX_CHOICES`], none empty, none a special
+/// token, no two the same.
 pub fn check_choices(tok: &Tokenizer, choices: &[String]) -> Result<()> {
     match choices.len() {
         0 => return Err(Error::Input("no choices: give at least two".into())),
         1 => return Err(Error::Input(format!("only one choice ({:?}): give at least two", choices[0]))),
+        n if n > MAX_CHOICES => {
+            return Err(Error::Input(format!("{n} choices: give at most {MAX_CHOICES}")));
+        }
         _ => {}
     }
     for (i, c) in choices.iter().enumerate() {

@@ -60,6 +60,10 @@ fn default_act() -> String {
     "silu".into()
 }
 
+/// The longest context a config may declare (Qwen2.5's long-context releases: about 1M): sizes
+/// computed from it stay far from overflowing, on wasm32 too.
+pub const MAX_CONTEXT: usize = 1 << 21;
+
 impl Qwen2Config {
     /// Reads `config.json` from a model folder.
     #[cfg(not(target_arch = "wasm32"))]
@@ -103,6 +107,12 @@ impl Qwen2Config {
                 return fail(format!("{name} {v} is larger than any model this reads (at most {most})"));
             }
         }
+        if self.max_position_embeddings > MAX_CONTEXT {
+            return fail(format!(
+                "max_position_embeddings {} is larger than any model this reads (at most {MAX_CONTEXT})",
+                self.max_position_embeddings
+            ));
+        }
         // A prompt and the token after it; a choice between two tokens.
         for (name, v) in [("max_position_embeddings", self.max_position_embeddings), ("vocab_size", self.vocab_size)] {
             if v < 2 {
@@ -123,6 +133,20 @@ impl Qwen2Config {
         }
         if !self.head_dim().is_multiple_of(2) {
             return fail(format!("head_dim {} must be even for rotary embeddings", self.head_dim()));
+        }
+        // Checked here, before minutes of downloading weights, rather than where the kernels
+        // are built.
+        let most = crate::ops::MAX_HEAD_DIM;
+        if self.head_dim() > most {
+            return fail(format!(
+                "head_dim {} (hidden_size / num_attention_heads) is larger than this engine's attention supports ({most})",
+                self.head_dim()
+            ));
+        }
+        for (name, v) in [("hidden_size", self.hidden_size), ("intermediate_size", self.intermediate_size)] {
+            if !v.is_multiple_of(2) {
+                return fail(format!("{name} {v} must be even (the weights are packed two 16-bit values a word)"));
+            }
         }
         if self.use_sliding_window {
             return fail("use_sliding_window = true is not supported".into());

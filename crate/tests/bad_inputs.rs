@@ -144,6 +144,42 @@ fn every_row_of_the_bad_input_table_fails_with_one_clear_line() {
             "tensor model.embed_tokens.weight: expected shape [1000, 64], found [512, 64]",
         ),
         (
+            "a tokenizer of a larger model",
+            Box::new(|d: &Path| {
+                std::fs::copy(fixture("qwen2.5-0.5b").join("tokenizer.json"), d.join("tokenizer.json")).unwrap();
+                request()
+            }),
+            "tokenizer: it knows 151665 token ids, more than the model's vocabulary of 512 (vocab_size)",
+        ),
+        (
+            "heads wider than attention holds",
+            Box::new(|d: &Path| {
+                edit_json(&d.join("config.json"), |c| {
+                    c["hidden_size"] = 512.into();
+                    c["num_attention_heads"] = 1.into();
+                    c["num_key_value_heads"] = 1.into();
+                });
+                request()
+            }),
+            "config.json: head_dim 512 (hidden_size / num_attention_heads) is larger than this engine's attention supports (256)",
+        ),
+        (
+            "an odd intermediate size",
+            Box::new(|d: &Path| {
+                edit_json(&d.join("config.json"), |c| c["intermediate_size"] = 127.into());
+                request()
+            }),
+            "config.json: intermediate_size 127 must be even",
+        ),
+        (
+            "a context of 2^32 tokens",
+            Box::new(|d: &Path| {
+                edit_json(&d.join("config.json"), |c| c["max_position_embeddings"] = 4_294_967_295u64.into());
+                request()
+            }),
+            "config.json: max_position_embeddings 4294967295 is larger than any model this reads (at most 2097152)",
+        ),
+        (
             "tokenizer.json not a tokenizer",
             Box::new(|d: &Path| {
                 std::fs::write(d.join("tokenizer.json"), "{\"hello\": 1}").unwrap();
@@ -177,6 +213,14 @@ fn every_row_of_the_bad_input_table_fails_with_one_clear_line() {
             "duplicate choices",
             Box::new(|_: &Path| serde_json::json!({"user": "q", "choices": ["a", "a"]})),
             "are the same",
+        ),
+        (
+            "thousands of choices",
+            Box::new(|_: &Path| {
+                let choices: Vec<String> = (0..5000).map(|i| format!("option {i}")).collect();
+                serde_json::json!({"user": "q", "choices": choices})
+            }),
+            "input: 5000 choices: give at most 256",
         ),
         (
             "a request that is not one",

@@ -176,6 +176,9 @@ fn bad_requests_fail_before_any_work() {
     assert!(block(e.judge_batch(&batch, PrefixSharing::Off)).unwrap_err().to_string().contains("4096"));
     let bad_choice = [request("a", &["x", "y"]), request("b", &["x", "x"])];
     assert!(block(e.judge_batch(&bad_choice, PrefixSharing::Off)).unwrap_err().to_string().contains("request 2"));
+    let huge = vec![request("a", &["x", "y"]); onetoken::judge::MAX_BATCH + 1];
+    let msg = block(e.judge_batch(&huge, PrefixSharing::Off)).unwrap_err().to_string();
+    assert!(msg.contains("a batch of 4097 requests: give at most 4096 (split it)"), "{msg}");
     assert!(block(e.judge(&request("a", &["x", "y"]), Strategy::Batched, 0)).is_err());
     assert!((0..2).all(|s| e.model().tokens_in(s).unwrap() == 0));
 }

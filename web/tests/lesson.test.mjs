@@ -1,9 +1,8 @@
 // The page's teaching arithmetic on constructed reports: the article's worked example exactly,
 // this device's column from its cost model or a measured prompt near 600 tokens, the verdict
-// against the article's 2-3x band, and the kernel readings. Node only: no browser needed.
+// against the article's A / B, and the kernel readings. Node only: no browser needed.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ARTICLE_BAND } from '../bench-charts.js';
 import { articleComparison, articleVerdict, kernelReadings } from '../lesson.js';
 import en from '../i18n/en.js';
 
@@ -33,15 +32,22 @@ test("this device's column follows its cost model, or a measured prompt near 600
   // A fit that extrapolates below zero gives no device column, and says so.
   const noisy = articleComparison(report({ fixed: 30, perToken: -0.2 }));
   assert.equal(noisy.device, null);
-  assert.equal(articleVerdict(noisy, ARTICLE_BAND), 'unmeasured');
+  assert.equal(articleVerdict(noisy), 'unmeasured');
 });
 
-test('the verdict places the device below, within or above the 2-3x band', () => {
-  const verdict = (decode) => articleVerdict(articleComparison(report({ fixed: 0, perToken: 0.1, decode })), ARTICLE_BAND);
-  // prefill(600) = 60 ms: decode 2 ms -> 76/62.1 = 1.2x; 12 ms -> 156/72.1 = 2.2x; 30 -> 3.3x.
-  assert.equal(verdict(2), 'below');
-  assert.equal(verdict(12), 'within');
-  assert.equal(verdict(30), 'above');
+test("the verdict compares the device's A / B with the article's, by what a decode step costs in prompt tokens", () => {
+  const verdict = (decode) => articleVerdict(articleComparison(report({ fixed: 0, perToken: 0.1, decode })));
+  // prefill(600) = 60 ms, so a step of D ms is worth 10 D prompt tokens; the article's, 300.
+  assert.equal(verdict(2), 'below'); // 20 tokens: 76 / 62.1 = 1.2x
+  assert.equal(verdict(22), 'below'); // 220 tokens: 2.9x
+  assert.equal(verdict(30), 'within', 'a device exactly like the article reads "about the same"');
+  assert.equal(verdict(24), 'within');
+  assert.equal(verdict(37), 'within');
+  assert.equal(verdict(38), 'above'); // 380 tokens: 3.7x
+  // The sentence names both ratios.
+  const c = articleComparison(report({ fixed: 0, perToken: 0.1, decode: 30 }));
+  const text = fill(en.articleVerdict.within, { speedup: c.device.speedup.toFixed(1), articleSpeedup: c.article.speedup.toFixed(1) });
+  assert.match(text, /^About the article's A \/ B \(3\.3× against 3\.3×\)/);
 });
 
 test('kernel readings count dispatches per layer and the linear layers\' share', () => {

@@ -47,6 +47,22 @@ test('the A vs B button runs both and draws the stacked bars and the timeline', 
   assert.equal(await page.isVisible('#synthetic-note'), true);
 });
 
+test('results keep the names of the choices they judged, and the language switch re-words the model line', async () => {
+  const judged = await page.locator('#chips .chip span').allTextContents();
+  const names = () => page.locator('#chart-probs [data-choice] text:first-child').allTextContents();
+  assert.deepEqual(await names(), judged);
+  // Another preset with as many choices: the bars still belong to the run, so keep its names.
+  await page.selectOption('#preset', 'sentiment');
+  const now = await page.locator('#chips .chip span').allTextContents();
+  assert.equal(now.length, judged.length);
+  assert.notDeepEqual(now, judged);
+  await page.click('#lang-ko');
+  assert.deepEqual(await names(), judged);
+  assert.match(await page.textContent('#model-status'), /^불러옴: qwen2\.5-0\.5b — 매개변수/);
+  await page.click('#lang-en');
+  assert.match(await page.textContent('#model-status'), /^Loaded: qwen2\.5-0\.5b — /);
+});
+
 test('no console errors', () => {
   assert.deepEqual(errors, []);
 });

@@ -19,6 +19,11 @@ test('the estimate follows the cost model, else the last judgments, else there i
   const probe = { tokens: 32, prefill_ms: 320, decode_ms: 25 };
   assert.equal(estimateMs({ judgments: [], probe }, 400, ['a', 'b']), 4000 + 8 * 25 + 4000);
   assert.equal(estimateMs({ judgments, probe }, 400, ['a']), 2000 + 8 * 50, 'a judgment beats a probe');
+  // After B alone no decode step was measured: A's steps are not guessed from a prompt token.
+  const onlyB = [{ prompt_tokens: 200, timings_ms: { prefill: 1000, decode: [] } }];
+  assert.equal(estimateMs({ judgments: onlyB }, 400, ['b']), 2000);
+  assert.equal(estimateMs({ judgments: onlyB }, 400, ['a', 'b']), null, 'then the page probes');
+  assert.equal(estimateMs({ judgments: onlyB, probe }, 400, ['a']), 2000 + 8 * 25);
   assert.deepEqual([duration(400), duration(12_400), duration(200_000)], ['1 s', '12 s', '3 min']);
 });
 

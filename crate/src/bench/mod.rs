@@ -47,9 +47,9 @@ impl Default for BenchOptions {
     }
 }
 
-/// The largest batch the benchmark builds: its requests are tokenized on the host before the
-/// device is asked, so a mistyped size fails at once instead of after minutes of tokenizing.
-pub const MAX_BATCH: usize = 4096;
+/// The largest batch the benchmark builds, the engine's ([`crate::judge::MAX_BATCH`]): a
+/// mistyped size fails at once instead of after minutes of tokenizing.
+pub use crate::judge::MAX_BATCH;
 
 impl BenchOptions {
     /// Engine sizes for this benchmark, within the device's limits: a batch size past them is
@@ -83,6 +83,13 @@ impl BenchOptions {
             return Err(Error::Input(format!(
                 "lengths: a prompt of {length} tokens does not fit the model's context of {context} tokens \
                  (give lengths below it)"
+            )));
+        }
+        // Strategy C's prompt: the document, a question and the chat template's few dozen tokens.
+        if self.doc_tokens.saturating_add(64) >= context {
+            return Err(Error::Input(format!(
+                "doc_tokens: a document of {} tokens leaves no room for a question in the model's context of {context} tokens",
+                self.doc_tokens
             )));
         }
         if let Some(&n) = self.batch_sizes.iter().find(|&&n| n == 0 || n > MAX_BATCH) {
@@ -636,6 +643,9 @@ mod tests {
             assert!(err.contains(&format!("a batch of {n} judgments cannot be measured (give 1 to 4096)")), "{err}");
         }
         BenchOptions { batch_sizes: vec![MAX_BATCH], ..Default::default() }.check(context).unwrap();
+        let doc = BenchOptions { doc_tokens: 8_388_544, ..Default::default() };
+        let err = doc.check(context).unwrap_err().to_string();
+        assert!(err.contains("doc_tokens: a document of 8388544 tokens leaves no room"), "{err}");
     }
 
     /// A point of `tokens` prompt tokens: its prefill and decode steps on the wall clock, and on

@@ -67,7 +67,7 @@ struct JudgeArgs {
     #[arg(long)]
     requests: Option<PathBuf>,
     /// With --requests: the most requests judged as one batch.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=onetoken::judge::MAX_BATCH as i64))]
     batch_size: u32,
     /// all, a (token by token, schema), a-free, b (prefill + one token, choice head), b-full-head.
     #[arg(long, default_value = "all")]

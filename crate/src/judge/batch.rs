@@ -112,6 +112,13 @@ impl Engine {
         if reqs.is_empty() {
             return Err(Error::Input("an empty batch of requests".into()));
         }
+        if reqs.len() > super::MAX_BATCH {
+            return Err(Error::Input(format!(
+                "a batch of {} requests: give at most {} (split it)",
+                reqs.len(),
+                super::MAX_BATCH
+            )));
+        }
         let tok = &self.tokenizer;
         reqs.iter()
             .enumerate()

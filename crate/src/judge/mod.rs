@@ -33,6 +33,10 @@ use crate::gpu::{Gpu, GpuWeights};
 use crate::model::{ForwardTiming, Model, ModelOptions, Readout, RowOut, Sequence};
 use crate::tokenizer::Tokenizer;
 
+/// Most requests in one batch (strategy C): each is tokenized on the host before the model
+/// runs, so a larger list is split by the caller (the CLI's `--batch-size` stops here too).
+pub const MAX_BATCH: usize = 4096;
+
 /// Tokens strategy A-free may spend on its reply's words and boilerplate, besides the choice.
 pub const FREE_TOKEN_LIMIT: usize = 32;
 
@@ -122,6 +126,15 @@ impl Engine {
     /// An engine on `weights` at small starting sizes ([`ModelOptions::STARTING`]); each call
     /// grows them as it needs.
     pub fn load(gpu: Rc<Gpu>, weights: GpuWeights, tokenizer: Tokenizer) -> Result<Self> {
+        // A tokenizer of another model would give ids past the embedding: say so here, naming
+        // both, rather than blame a prompt later.
+        let (ids, vocab) = (tokenizer.vocab_size(), weights.config().vocab_size);
+        if ids > vocab {
+            return Err(Error::Tokenizer(format!(
+                "it knows {ids} token ids, more than the model's vocabulary of {vocab} (vocab_size): \
+                 the tokenizer and the weights are from different models"
+            )));
+        }
         Ok(Self::new(Model::new(gpu, weights, ModelOptions::STARTING)?, tokenizer))
     }
 

@@ -87,8 +87,9 @@ impl KvWrite {
 /// and of attention_combine.wgsl), and attention_combine.wgsl's `CHUNK`.
 pub const ATTENTION_CHUNK: usize = 64;
 
-/// Longest head the attention kernels hold in workgroup memory.
-const MAX_HEAD_DIM: usize = 256;
+/// Longest head the attention kernels hold in workgroup memory (a config is checked against it
+/// before any weight is read).
+pub(crate) const MAX_HEAD_DIM: usize = 256;
 const _: () = assert!(4 * ATTENTION_CHUNK >= MAX_HEAD_DIM, "attention.wgsl: 4 values of a head per thread");
 const _: () = assert!(ATTENTION_CHUNK.is_power_of_two(), "workgroup_reduce.wgsl halves WG");
 

@@ -9,6 +9,7 @@ mod linear;
 mod rows;
 mod synthetic;
 
+pub(crate) use attention::MAX_HEAD_DIM;
 pub use attention::{
     ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
     NewKeysValues, kv_copy,
