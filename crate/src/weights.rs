@@ -176,6 +176,11 @@ impl DataSection {
             }
         }
         let len = tensors.last().map_or(0, |t| t.end);
+        if let Some(t) = tensors.last()
+            && len.checked_add(slack).is_none()
+        {
+            return Err(err(format!("tensor {} ends at data byte {}, past what any file holds", t.name, t.end)));
+        }
         if let Some(data) = available
             && data < len
         {

@@ -363,6 +363,18 @@ fn bad_gguf_files_each_get_a_specific_error() {
     assert!(err.contains("--quant q8_0 does not match this GGUF file (q8_0)"), "{err}");
 }
 
+/// A download without a length: a tensor placed at the very end of the u64 range is refused by
+/// name when the header arrives, not found by an overflow once the data does.
+#[test]
+fn a_tensor_at_the_end_of_the_offsets_is_refused_without_a_length() {
+    let mut file = GgufFile::tiny();
+    // Aligned to 32, and however the header pads, its 256 bytes end within 32 of 2^64.
+    file.tensor("output_norm.weight").offset = Some(u64::MAX - 287);
+    let mut stream = GgufStream::new("model.gguf", None);
+    let err = stream.push_header(&file.bytes()).unwrap_err().to_string();
+    assert!(err.contains("tensor model.norm.weight ends at data byte") && err.contains("past what any file holds"), "{err}");
+}
+
 #[test]
 fn a_length_shorter_than_the_header_is_an_error_not_an_overflow() {
     // A download whose Content-Length is smaller than what arrives.
