@@ -27,6 +27,22 @@ pub struct Tokenizer {
     chat_template: Option<String>,
     /// Special-token strings the template may use (`bos_token`, `eos_token`, ...).
     special: Vec<(&'static str, String)>,
+    /// Where the two came from, for messages.
+    source: TokenizerSource,
+}
+
+/// What errors call a tokenizer's two parts: the files of a model folder, or the GGUF
+/// metadata they were built from.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenizerSource {
+    pub tokenizer: &'static str,
+    pub chat_template: &'static str,
+}
+
+impl TokenizerSource {
+    pub const FOLDER: Self = Self { tokenizer: "tokenizer.json", chat_template: "tokenizer_config.json" };
+    pub const GGUF: Self =
+        Self { tokenizer: "the GGUF file's tokenizer.ggml.* metadata", chat_template: "the GGUF file's metadata" };
 }
 
 /// Most template instructions one rendering may run.
@@ -50,12 +66,21 @@ const CONTINUE_MARK: &str = "\u{F8FF}onetoken-continue\u{F8FF}";
 impl Tokenizer {
     /// Reads `tokenizer.json` and, when given, `tokenizer_config.json` (for the chat template).
     pub fn from_bytes(tokenizer_json: &[u8], tokenizer_config_json: Option<&[u8]>) -> Result<Self> {
+        Self::from_source(tokenizer_json, tokenizer_config_json, TokenizerSource::FOLDER)
+    }
+
+    /// As [`Tokenizer::from_bytes`], errors naming `source`'s parts.
+    pub fn from_source(
+        tokenizer_json: &[u8],
+        tokenizer_config_json: Option<&[u8]>,
+        source: TokenizerSource,
+    ) -> Result<Self> {
         let inner = tokenizers::Tokenizer::from_bytes(tokenizer_json)
-            .map_err(|e| Error::Tokenizer(format!("tokenizer.json is not a Hugging Face tokenizer ({e})")))?;
+            .map_err(|e| Error::Tokenizer(format!("{} is not a Hugging Face tokenizer ({e})", source.tokenizer)))?;
         let (mut chat_template, mut special) = (None, Vec::new());
         if let Some(bytes) = tokenizer_config_json {
             let cfg: serde_json::Value = serde_json::from_slice(bytes)
-                .map_err(|e| Error::Tokenizer(format!("tokenizer_config.json is not valid JSON: {e}")))?;
+                .map_err(|e| Error::Tokenizer(format!("{} is not valid JSON: {e}", source.chat_template)))?;
             chat_template = match &cfg["chat_template"] {
                 serde_json::Value::String(s) => Some(s.clone()),
                 serde_json::Value::Null => None,
@@ -77,7 +102,7 @@ impl Tokenizer {
                 }
             }
         }
-        Ok(Self { inner, chat_template, special })
+        Ok(Self { inner, chat_template, special, source })
     }
 
     /// Reads `tokenizer.json` and `tokenizer_config.json` from a model folder.
@@ -87,7 +112,11 @@ impl Tokenizer {
             let path = dir.join(name);
             std::fs::read(&path).map_err(|source| Error::Io { path: path.display().to_string(), source })
         };
-        let config = read("tokenizer_config.json").ok();
+        // Optional (a folder may have no chat template), but present and unreadable is an error.
+        let config = match read("tokenizer_config.json") {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+            other => Some(other?),
+        };
         Self::from_bytes(&read("tokenizer.json")?, config.as_deref())
     }
 
@@ -141,7 +170,7 @@ impl Tokenizer {
         let template = self
             .chat_template
             .as_deref()
-            .ok_or_else(|| Error::Template("tokenizer_config.json has no chat_template".into()))?;
+            .ok_or_else(|| Error::Template(format!("{} has no chat_template", self.source.chat_template)))?;
         if continue_final_message && add_generation_prompt {
             return Err(Error::Template("continue_final_message and add_generation_prompt cannot both be set".into()));
         }

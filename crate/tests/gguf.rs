@@ -363,6 +363,25 @@ fn bad_gguf_files_each_get_a_specific_error() {
     assert!(err.contains("--quant q8_0 does not match this GGUF file (q8_0)"), "{err}");
 }
 
+/// A GGUF file's tokenizer is built from its metadata: errors name that, not the files of a
+/// model folder it never had.
+#[test]
+fn gguf_tokenizer_errors_name_the_metadata() {
+    let mut header = gguf::read_header(&fixture("tiny-qwen2/model.gguf")).unwrap();
+    let merges = vec![gguf::MetaValue::Str("zzzq qqqz".into())];
+    let mut broken = header.clone();
+    broken.metadata.insert("tokenizer.ggml.merges".into(), gguf::MetaValue::Array(merges));
+    let err = gguf::tokenizer(&broken).err().unwrap().to_string();
+    assert!(
+        err.starts_with("tokenizer: the GGUF file's tokenizer.ggml.* metadata is not a Hugging Face tokenizer"),
+        "{err}"
+    );
+    header.metadata.remove("tokenizer.chat_template");
+    let tok = gguf::tokenizer(&header).unwrap();
+    let err = tok.chat_prompt(None, "q", "").unwrap_err().to_string();
+    assert_eq!(err, "chat template: the GGUF file's metadata has no chat_template");
+}
+
 /// A download without a length: a tensor placed at the very end of the u64 range is refused by
 /// name when the header arrives, not found by an overflow once the data does.
 #[test]
@@ -372,7 +391,10 @@ fn a_tensor_at_the_end_of_the_offsets_is_refused_without_a_length() {
     file.tensor("output_norm.weight").offset = Some(u64::MAX - 287);
     let mut stream = GgufStream::new("model.gguf", None);
     let err = stream.push_header(&file.bytes()).unwrap_err().to_string();
-    assert!(err.contains("tensor model.norm.weight ends at data byte") && err.contains("past what any file holds"), "{err}");
+    assert!(
+        err.contains("tensor model.norm.weight ends at data byte") && err.contains("past what any file holds"),
+        "{err}"
+    );
 }
 
 #[test]

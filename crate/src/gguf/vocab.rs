@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::gguf::{GgufHeader, MetaValue};
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{Tokenizer, TokenizerSource};
 
 /// llama.cpp's token types.
 const NORMAL: i64 = 1;
@@ -120,8 +120,9 @@ pub fn tokenizer(header: &GgufHeader) -> Result<Tokenizer> {
     if let Some(text) = token_text("bos_token_id").filter(|_| add_bos) {
         config.insert("bos_token".into(), text.into());
     }
-    Tokenizer::from_bytes(
+    Tokenizer::from_source(
         &serde_json::to_vec(&tokenizer_json).expect("plain JSON"),
         Some(&serde_json::to_vec(&Value::Object(config)).expect("plain JSON")),
+        TokenizerSource::GGUF,
     )
 }
