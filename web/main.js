@@ -51,6 +51,7 @@ function applyLanguage() {
   renderResults();
   renderBench();
   if (started && !loadingModel) showModelLine();
+  renderBatch();
   if (!$('workload').hidden) showWorkloadPlan(workloadSize(gpuInfo), t(), fill);
 }
 
@@ -288,25 +289,33 @@ async function runBatch() {
     const requests = questions.map((q) => ({ ...currentRequest(), user: userMessage(doc, q) }));
     $('batch-status').textContent = t().busy;
     const result = await client.call('batch', { requests, sharedPrefix: $('batch-shared').checked });
-    const b = result.batch;
-    $('batch-status').textContent = fill(t().batchLine, {
-      n: b.judgments,
-      time: charts.formatMs(b.timings_ms.total),
-      rate: b.judgments_per_s.toFixed(2),
-      tokens: b.batch_prefill_tokens + b.shared_prefix_tokens,
-    });
-    const rows = result.judgments.map((j, i) => {
-      const tr = document.createElement('tr');
-      for (const text of [questions[i], j.choice, `${(100 * Math.max(...j.probs)).toFixed(1)} %`]) {
-        tr.append(Object.assign(document.createElement('td'), { textContent: text }));
-      }
-      return tr;
-    });
-    $('batch-table').tBodies[0].replaceChildren(...rows);
-    $('batch-table').hidden = false;
-    lastBatch = result;
+    lastBatch = { ...result, questions };
+    renderBatch();
     return result;
   }, $('batch-status'));
+}
+
+/** The last batch's line and table, in the page's language. */
+function renderBatch() {
+  if (!lastBatch) return;
+  const b = lastBatch.batch;
+  $('batch-status').textContent = fill(t().batchLine, {
+    n: b.judgments,
+    time: charts.formatMs(b.timings_ms.total),
+    rate: b.judgments_per_s.toFixed(2),
+    tokens: b.batch_prefill_tokens + b.shared_prefix_tokens,
+  });
+  const rows = lastBatch.judgments.map((j, i) => {
+    const tr = document.createElement('tr');
+    // The chosen choice's probability (the walk's, which need not be the largest).
+    const p = j.choice_index == null ? '' : `${(100 * j.probs[j.choice_index]).toFixed(1)} %`;
+    for (const text of [lastBatch.questions[i], j.choice, p]) {
+      tr.append(Object.assign(document.createElement('td'), { textContent: text }));
+    }
+    return tr;
+  });
+  $('batch-table').tBodies[0].replaceChildren(...rows);
+  $('batch-table').hidden = false;
 }
 
 // ---- Benchmark --------------------------------------------------------------------------

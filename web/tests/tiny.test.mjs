@@ -85,6 +85,22 @@ test('a batch in the page equals the native batch', async () => {
   });
 });
 
+test("the batch button judges each question and shows the chosen choice's probability, in either language", async () => {
+  await page.fill('#batch-questions', 'Was the sky blue?\n\nWas the car red?\nWas the sun green?');
+  await page.click('#batch-run');
+  await page.waitForFunction(() => document.querySelectorAll('#batch-table tbody tr').length === 3);
+  const rows = await page.$$eval('#batch-table tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  assert.deepEqual(rows.map((r) => r[0]), ['Was the sky blue?', 'Was the car red?', 'Was the sun green?']);
+  for (const [, choice, p] of rows) {
+    assert.ok(choice.length > 0, 'a choice per question');
+    assert.match(p, /^\d+\.\d %$/);
+  }
+  assert.match(await page.textContent('#batch-status'), /^3 × 1 token · .* · [\d.]+ judgments\/s · \d+ prompt tokens$/);
+  await page.click('#lang-ko');
+  assert.match(await page.textContent('#batch-status'), /^3개 × 토큰 1개 · .* · 초당 [\d.]+개 판정 · 프롬프트 토큰 \d+개$/);
+  await page.click('#lang-en');
+});
+
 test('a short benchmark fills the sweep, batch and roofline charts', async () => {
   const report = await page.evaluate(() => window.onetoken.bench({ lengths: [48, 96], batch_sizes: [1, 4], repeats: 1 }));
   assert.equal(report.sweep.length, 2);
