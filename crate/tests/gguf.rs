@@ -349,6 +349,13 @@ fn bad_gguf_files_each_get_a_specific_error() {
     let mut many_tensors = good.clone();
     many_tensors[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
     rows.push(("impossible count", load_bytes_error(&many_tensors), "tensor count 1099511627776 is impossible"));
+    let mut huge = tiny.clone();
+    huge.meta.push(("tokenizer.ggml.scores".into(), Meta::Bytes(vec![0; 5 << 20])));
+    rows.push((
+        "millions of metadata values",
+        load_error(&huge),
+        "metadata tokenizer.ggml.scores: more than 4194304 values in the header",
+    ));
     let mut longer = good.clone();
     longer.extend([0; 64]);
     rows.push(("longer than its header says", load_bytes_error(&longer), "file is longer than its header says"));

@@ -17,6 +17,11 @@ use crate::weights::{Dtype, TensorInfo, TensorType};
 /// Largest header read: Qwen2.5's, with a 151,936-token vocabulary and its merges, is ~6 MB.
 pub const MAX_HEADER: usize = 64 << 20;
 
+/// Most metadata values a header may hold, arrays' items included: each takes 32 bytes in
+/// memory however few it takes in the file, so 64 MB of one-byte items would take 2 GB. Qwen2.5's
+/// tokenizer (tokens, their types, merges) is about 455,000.
+const MAX_VALUES: usize = 1 << 22;
+
 /// Deepest nesting of metadata arrays accepted.
 const MAX_DEPTH: usize = 4;
 
@@ -75,6 +80,8 @@ fn bad<T>(problem: impl Into<String>) -> Parse<T> {
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// Metadata values read so far (see [`MAX_VALUES`]).
+    values: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -133,6 +140,10 @@ impl<'a> Reader<'a> {
     }
 
     fn value(&mut self, ty: u32, key: &str, depth: usize) -> Parse<MetaValue> {
+        self.values += 1;
+        if self.values > MAX_VALUES {
+            return bad(format!("metadata {key}: more than {MAX_VALUES} values in the header"));
+        }
         Ok(match ty {
             0 => MetaValue::UInt(self.array::<1>()?[0].into()),
             1 => MetaValue::Int((self.array::<1>()?[0] as i8).into()),
@@ -220,7 +231,7 @@ fn tensor_type(code: u32) -> Option<TensorType> {
 impl GgufHeader {
     /// Parses the header from the file's first bytes (`bytes` may run on into the data).
     pub fn parse(bytes: &[u8]) -> Parse<Self> {
-        let mut r = Reader { bytes, pos: 0 };
+        let mut r = Reader { bytes, pos: 0, values: 0 };
         if r.take(4)? != b"GGUF" {
             return bad("not a GGUF file (the first bytes are not \"GGUF\")");
         }

@@ -24,6 +24,8 @@ pub enum Meta {
     U32(u32),
     F32(f32),
     Str(String),
+    /// An array of u8 values.
+    Bytes(Vec<u8>),
 }
 
 #[derive(Clone)]
@@ -147,6 +149,12 @@ impl GgufFile {
                 Meta::Str(s) => {
                     out.extend(8u32.to_le_bytes());
                     string(&mut out, s);
+                }
+                Meta::Bytes(b) => {
+                    out.extend(9u32.to_le_bytes());
+                    out.extend(0u32.to_le_bytes());
+                    out.extend((b.len() as u64).to_le_bytes());
+                    out.extend(b);
                 }
             }
         }
