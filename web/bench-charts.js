@@ -106,7 +106,9 @@ function sweepSpeedups(g, b, { t, unit, rows, xP, xAxis, model, side, ph }) {
 
   text(g, b.x, b.y + 12, tx(t, 'speedupAxis'), { class: 'value' });
   const items = sp.map((s) => ({ cls: `point-measured ${s.cls}`, label: `${tx(t, 'measured')} ${s.name}`, shape: 'dot' }));
-  if (pred.length) items.push({ cls: 'line-fit', label: tx(t, 'model'), shape: 'line' });
+  // The model is fitted to full-vocabulary prefills: its ratio is A over B with the full head.
+  const predName = `${tx(t, 'model')}: ${stratName(t, 'a')} / ${stratName(t, 'b-full-head')}`;
+  if (pred.length) items.push({ cls: 'line-fit', label: predName, shape: 'line' });
   const lh = legend(g, items, b.x, b.y + 30, b.w);
   const hh = side ? ph : ph - 20;
   const box = { x: b.x + 4, y: b.y + 44 + lh, w: b.w - 10, h: hh - 44 - lh - 40 };

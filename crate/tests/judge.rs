@@ -140,6 +140,21 @@ fn a_batch_equals_each_judgment_alone_shared_prefix_or_not() {
     }
 }
 
+/// A batch's head reads the union of its requests' choice tokens: forty yes/no questions need
+/// three ids ("yes", "no", the closing), not 120, so an engine sized for 64 is not rebuilt in
+/// the timed run. One request has nothing to share a prefix with.
+#[test]
+fn a_batch_is_sized_by_the_choice_tokens_it_reads() {
+    let mut e = engine(40);
+    let reqs: Vec<JudgeRequest> = (0..40).map(|i| request(&format!("Question {i}: blue?"), &["yes", "no"])).collect();
+    let before = e.model().options();
+    let (record, _) = block(e.judge_batch(&reqs, PrefixSharing::Shared)).unwrap();
+    assert_eq!(record.judgments, 40);
+    assert_eq!(e.model().options().max_choice_ids, before.max_choice_ids, "no resize for the head");
+    let (one, _) = block(e.judge_batch(&reqs[..1], PrefixSharing::Shared)).unwrap();
+    assert_eq!(one.shared_prefix_tokens, 0);
+}
+
 /// An engine at its starting sizes (64 tokens a call) grows to prefill a shared document of
 /// more than that in one call, however short the questions after it are.
 #[test]

@@ -15,7 +15,7 @@ use crate::config::Qwen2Config;
 use crate::cost::{CostModel, PrefillFit, forward_flops, median};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Tuning};
-use crate::judge::{Engine, JudgeRequest, Judgment, PrefixSharing, Strategy};
+use crate::judge::{BatchRecord, Engine, JudgeRequest, Judgment, PrefixSharing, Strategy};
 use crate::model::ModelOptions;
 use crate::profile::Profile;
 
@@ -286,7 +286,8 @@ pub struct SweepRow {
     pub speedup: f64,
     pub speedup_full_head: f64,
     /// The cost model's A and B at these lengths, and the speed-up they predict (null where
-    /// there is no model: a sweep of one length).
+    /// there is no model: a sweep of one length). The model is fitted to full-vocabulary
+    /// prefills, so its B is `b_full_head` and its speed-up compares with `speedup_full_head`.
     pub predicted_a_ms: Option<f64>,
     pub predicted_b_ms: Option<f64>,
     pub predicted_speedup: Option<f64>,
@@ -370,7 +371,28 @@ async fn median_run(engine: &mut Engine, req: &JudgeRequest, strategy: Strategy,
         runs.push(engine.judge(req, strategy, 0).await?);
     }
     runs.sort_by(|a, b| a.timings_ms.total.total_cmp(&b.timings_ms.total));
-    Ok(runs.swap_remove(runs.len() / 2))
+    Ok(runs.swap_remove(median_index(runs.len())))
+}
+
+/// Where the median of `n` sorted runs is: the lower middle one for an even count, so two
+/// runs report the faster rather than always the slower.
+fn median_index(n: usize) -> usize {
+    n.saturating_sub(1) / 2
+}
+
+/// Judges `reqs` as one batch `repeats` times; the record of the run with the median total.
+async fn median_batch(
+    engine: &mut Engine,
+    reqs: &[JudgeRequest],
+    sharing: PrefixSharing,
+    repeats: usize,
+) -> Result<BatchRecord> {
+    let mut runs = Vec::new();
+    for _ in 0..repeats.max(1) {
+        runs.push(engine.judge_batch(reqs, sharing).await?.0);
+    }
+    runs.sort_by(|a, b| a.timings_ms.total.total_cmp(&b.timings_ms.total));
+    Ok(runs.swap_remove(median_index(runs.len())))
 }
 
 /// The whole benchmark, on an engine it sizes for `options` first. `progress` hears a line
@@ -548,8 +570,8 @@ async fn batches(
         for sharing in [PrefixSharing::Off, PrefixSharing::Shared] {
             let shared = sharing == PrefixSharing::Shared;
             progress(&format!("batch of {n} judgments{}", if shared { ", shared prefix" } else { "" }));
-            match engine.judge_batch(&reqs, sharing).await {
-                Ok((record, _)) => batch.push(BatchPoint {
+            match median_batch(engine, &reqs, sharing, options.repeats).await {
+                Ok(record) => batch.push(BatchPoint {
                     judgments: n,
                     shared_prefix: shared,
                     prefill_tokens: record.batch_prefill_tokens + record.shared_prefix_tokens,
@@ -616,6 +638,11 @@ mod tests {
     /// A batch size past the device's limits is not sized for (its own run is skipped, with
     /// the reason), so the rest of the bench still runs; lengths past the context, or of 0 in a
     /// profile, fail before anything is measured.
+    #[test]
+    fn the_median_of_an_even_count_is_the_lower_middle_run() {
+        assert_eq!([1, 2, 3, 4, 5].map(median_index), [0, 0, 1, 1, 2]);
+    }
+
     #[test]
     fn the_engine_is_sized_within_the_device_and_bad_lengths_fail_first() {
         let gpu = Gpu::new_blocking(GpuOptions::default()).unwrap();

@@ -53,7 +53,11 @@ impl Engine {
         };
         let batch_tokens: usize = sets.iter().map(|s| s.base().len() - shared).sum();
         let longest = sets.iter().map(|s| s.base().len() + s.sequences().iter().map(Vec::len).max().unwrap_or(0)).max();
-        let choice_ids = sets.iter().map(|s| s.all_tokens().len()).sum();
+        // Every pass reads one head of the union of the open requests' allowed tokens.
+        let mut union: Vec<u32> = sets.iter().flat_map(|s| s.all_tokens()).collect();
+        union.sort_unstable();
+        union.dedup();
+        let choice_ids = union.len();
         let n = reqs.len();
         // The shared prefix is prefilled in a call of its own, before the batch of the rest.
         let per_call = batch_tokens.max(shared);
@@ -196,8 +200,12 @@ impl Engine {
     }
 }
 
-/// Longest common token prefix of every set's base, leaving each at least one token of its own.
+/// Longest common token prefix of every set's base, leaving each at least one token of its own;
+/// 0 for a single request (nothing to share it with: a prefix pass would only add a pass).
 fn shared_prefix_len(sets: &[&ChoiceSet]) -> usize {
+    if sets.len() < 2 {
+        return 0;
+    }
     let first = sets[0].base();
     let common = sets[1..]
         .iter()
