@@ -27,28 +27,18 @@ pub struct Spelling {
 impl Spelling {
     /// The spelling a reply opened with `prefix` implies; `end_of_turn` closes a plain reply.
     pub fn after(prefix: &str, end_of_turn: Option<&str>) -> Self {
-        let (mut open, mut in_string, mut escaped) = (Vec::new(), false, false);
+        let (mut open, mut scan) = (Vec::new(), JsonScanner::default());
         for ch in prefix.chars() {
-            if in_string {
-                match (escaped, ch) {
-                    (true, _) => escaped = false,
-                    (false, '\\') => escaped = true,
-                    (false, '"') => in_string = false,
-                    _ => {}
-                }
-                continue;
-            }
-            match ch {
-                '"' => in_string = true,
-                '{' => open.push('}'),
-                '[' => open.push(']'),
-                '}' | ']' => {
+            match scan.structural(ch) {
+                Some('{') => open.push('}'),
+                Some('[') => open.push(']'),
+                Some('}' | ']') => {
                     open.pop();
                 }
                 _ => {}
             }
         }
-        if in_string {
+        if scan.in_string() {
             let closing = std::iter::once('"').chain(open.into_iter().rev()).collect();
             Self { json_string: true, closing }
         } else {
@@ -70,6 +60,39 @@ impl Spelling {
     /// What follows every choice: `"}` after the default prefix.
     pub fn closing(&self) -> &str {
         &self.closing
+    }
+}
+
+/// Reads JSON text a character at a time, telling its structure from the inside of its strings
+/// (escapes included).
+#[derive(Default)]
+pub(crate) struct JsonScanner {
+    in_string: bool,
+    escaped: bool,
+}
+
+impl JsonScanner {
+    /// `ch` where it is structure; `None` inside a string (its quotes included).
+    pub(crate) fn structural(&mut self, ch: char) -> Option<char> {
+        if self.in_string {
+            match (self.escaped, ch) {
+                (true, _) => self.escaped = false,
+                (false, '\\') => self.escaped = true,
+                (false, '"') => self.in_string = false,
+                _ => {}
+            }
+            return None;
+        }
+        if ch == '"' {
+            self.in_string = true;
+            return None;
+        }
+        Some(ch)
+    }
+
+    /// Whether the text so far ends inside a string.
+    pub(crate) fn in_string(&self) -> bool {
+        self.in_string
     }
 }
 

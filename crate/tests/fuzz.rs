@@ -297,14 +297,19 @@ fn templates_that_loop_or_recurse_forever_run_out_of_fuel() {
         "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
         "{% for m in messages %}{% for i in range(99999) %}{% for j in range(99999) %}.{% endfor %}{% endfor %}{% endfor %}",
     ] {
-        let config = serde_json::json!({ "chat_template": template }).to_string().into_bytes();
-        let tokenizer = tokenizer.clone();
-        let err = bounded(template, LIMIT, move || {
-            Tokenizer::from_bytes(&tokenizer, Some(&config)).and_then(|t| t.chat_prompt(None, "u", ""))
-        })
-        .unwrap_err();
+        let err = template_error(&tokenizer, template);
         assert_eq!(err.code(), "tokenizer", "{template}: {err}");
     }
+}
+
+/// The error rendering a prompt with `template` gives, within [`LIMIT`].
+fn template_error(tokenizer: &[u8], template: &'static str) -> onetoken::Error {
+    let config = serde_json::json!({ "chat_template": template }).to_string().into_bytes();
+    let tokenizer = tokenizer.to_vec();
+    bounded(template, LIMIT, move || {
+        Tokenizer::from_bytes(&tokenizer, Some(&config)).and_then(|t| t.chat_prompt(None, "u", ""))
+    })
+    .unwrap_err()
 }
 
 #[test]
@@ -315,12 +320,7 @@ fn templates_that_write_without_end_are_refused_by_size() {
         ("{% for i in range(99999) %}{{ 'x' * 100000000 }}{% endfor %}", "the chat template wrote more than"),
         ("{{ messages | tojson(indent=99999999999) }}", "tojson: an indent of at most 64"),
     ] {
-        let config = serde_json::json!({ "chat_template": template }).to_string().into_bytes();
-        let tokenizer = tokenizer.clone();
-        let err = bounded(template, LIMIT, move || {
-            Tokenizer::from_bytes(&tokenizer, Some(&config)).and_then(|t| t.chat_prompt(None, "u", ""))
-        })
-        .unwrap_err();
+        let err = template_error(&tokenizer, template);
         assert_eq!(err.code(), "tokenizer", "{template}: {err}");
         assert!(err.to_string().contains(message), "{template}: {err}");
     }

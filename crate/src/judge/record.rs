@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::choice::JsonScanner;
 use crate::error::{Error, Result};
 
 /// The response prefix strategy B prefills by default.
@@ -238,24 +239,14 @@ pub struct BatchTimings {
 
 /// Whether `text` holds a complete top-level JSON object (braces balanced outside strings).
 pub fn json_object_closed(text: &str) -> bool {
-    let (mut depth, mut in_string, mut escaped, mut opened) = (0i32, false, false, false);
+    let (mut depth, mut opened, mut scan) = (0i32, false, JsonScanner::default());
     for ch in text.chars() {
-        if in_string {
-            match (escaped, ch) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match ch {
-            '"' => in_string = true,
-            '{' => {
+        match scan.structural(ch) {
+            Some('{') => {
                 depth += 1;
                 opened = true;
             }
-            '}' => {
+            Some('}') => {
                 depth -= 1;
                 if opened && depth == 0 {
                     return true;
