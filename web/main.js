@@ -259,7 +259,8 @@ function renderResults() {
   $('result-section').hidden = false;
   const main = lastJudgments.find((r) => r.strategy === 'b') ?? lastJudgments[0];
   const parts = [
-    main.choice != null ? `${main.choice}` : t().noChoice,
+    main.choice != null ? `${main.choice}`
+      : main.free_stop === 'token_limit' ? fill(t().noChoiceCutOff, { n: main.generated_token_ids.length }) : t().noChoice,
     fill(t().promptTokens, { n: main.prompt_tokens }),
     fill(t().decodeSteps, { n: main.decode_steps }),
     `${t().generated}: ${JSON.stringify(main.generated_text)}`,

@@ -110,6 +110,19 @@ fn free_generation_runs_until_the_json_closes_or_the_limit() {
     // A forward pass per decode step, the one that read an end token it did not keep included.
     assert_eq!(free.timings_ms.decode.len(), free.decode_steps);
     assert!(free.decode_steps + 1 >= free.generated_token_ids.len());
+    // Why it stopped, so a reply cut off is not read as one that named no choice.
+    use onetoken::judge::FreeStop;
+    let stop = free.free_stop.unwrap();
+    let closed = onetoken::judge::json_object_closed(&free.generated_text);
+    match stop {
+        FreeStop::TokenLimit => assert!(free.generated_token_ids.len() == limit && !closed),
+        FreeStop::Closed => assert!(closed),
+        FreeStop::EndOfTurn => assert_eq!(free.decode_steps, free.generated_token_ids.len()),
+    }
+    let record = serde_json::to_value(&free).unwrap();
+    assert!(["closed", "end_of_turn", "token_limit"].contains(&record["free_stop"].as_str().unwrap()));
+    let b = block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap();
+    assert!(serde_json::to_value(&b).unwrap().get("free_stop").is_none(), "A-free only");
     assert_eq!(free.top.unwrap().len(), 3);
 }
 

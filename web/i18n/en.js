@@ -70,6 +70,7 @@ export default {
   sharedPrefix: 'prefill the document once (shared prefix)',
   answer: 'Answer',
   noChoice: 'no choice recognised in the reply',
+  noChoiceCutOff: 'no choice: the reply was cut off after {n} tokens',
   promptTokens: '{n} prompt tokens',
   decodeSteps: '{n} decode steps',
   generated: 'Generated',

@@ -70,6 +70,7 @@ export default {
   sharedPrefix: '문서를 한 번만 prefill (공유 접두사)',
   answer: '답',
   noChoice: '응답에서 선택지를 찾지 못함',
+  noChoiceCutOff: '선택지 없음: 응답이 {n}토큰에서 잘렸습니다',
   promptTokens: '프롬프트 토큰 {n}개',
   decodeSteps: '디코드 스텝 {n}회',
   generated: '생성됨',

@@ -85,6 +85,20 @@ test('a batch in the page equals the native batch', async () => {
   });
 });
 
+test('A-free on the page says whether its reply named a choice, or was cut off at the token limit', async () => {
+  const record = await page.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red', 'yellow'], strategy: 'a-free' }));
+  assert.ok(['closed', 'end_of_turn', 'token_limit'].includes(record.free_stop), record.free_stop);
+  // The same reply, named no choice, read both ways: cut off, or ended by the model.
+  const shown = (r) => page.evaluate((rec) => {
+    window.onetoken.show(rec, ['blue', 'red', 'yellow']);
+    return document.getElementById('answer').textContent;
+  }, r);
+  const none = { ...record, choice: null, choice_index: null };
+  const n = record.generated_token_ids.length;
+  assert.match(await shown({ ...none, free_stop: 'token_limit' }), new RegExp(`^no choice: the reply was cut off after ${n} tokens · `));
+  assert.match(await shown({ ...none, free_stop: 'end_of_turn' }), /^no choice recognised in the reply · /);
+});
+
 test("the batch button judges each question and shows the chosen choice's probability, in either language", async () => {
   await page.fill('#batch-questions', 'Was the sky blue?\n\nWas the car red?\nWas the sun green?');
   await page.click('#batch-run');

@@ -103,6 +103,7 @@ impl Engine {
                     prompt_tokens: w.set.base().len(),
                     healed_tokens: w.set.healed(),
                     top: None,
+                    free_stop: None,
                 };
                 let clock = clock.clone();
                 self.judgment(Strategy::Batched, &req.choices, answer, clock)

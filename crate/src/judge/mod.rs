@@ -23,8 +23,8 @@ use serde::Serialize;
 pub use batch::PrefixSharing;
 
 pub use record::{
-    Answer, BatchRecord, BatchTimings, DEFAULT_PREFIX, JudgeRequest, Judgment, JudgmentContext, PhaseTimings, Strategy,
-    Timings, json_object_closed, parse_choice,
+    Answer, BatchRecord, BatchTimings, DEFAULT_PREFIX, FreeStop, JudgeRequest, Judgment, JudgmentContext, PhaseTimings,
+    Strategy, Timings, json_object_closed, parse_choice,
 };
 
 use crate::choice::{ChoiceSet, Spelling};

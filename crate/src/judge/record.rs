@@ -111,6 +111,18 @@ pub struct PhaseTimings {
     pub decode: Vec<f64>,
 }
 
+/// Why A-free's generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FreeStop {
+    /// The reply's JSON object closed.
+    Closed,
+    /// The model ended its turn (a special token such as `<|im_end|>`).
+    EndOfTurn,
+    /// The token limit ([`crate::judge::free_token_limit`]): the reply was cut off.
+    TokenLimit,
+}
+
 /// What a strategy found, before it becomes a [`Judgment`].
 #[derive(Debug, Clone, Default)]
 pub struct Answer {
@@ -129,6 +141,8 @@ pub struct Answer {
     pub prompt_tokens: usize,
     pub healed_tokens: usize,
     pub top: Option<Vec<(u32, f32)>>,
+    /// A-free only: why its generation stopped.
+    pub free_stop: Option<FreeStop>,
 }
 
 /// The record of one judgment (the CLI prints it as one JSON line).
@@ -163,6 +177,10 @@ pub struct Judgment {
     pub decode_steps_encoded_ahead: usize,
     /// Synthetic weights: the answer is meaningless; the timings are real.
     pub synthetic: bool,
+    /// A-free only (else absent): `closed`, `end_of_turn` or `token_limit` (cut off: a reply
+    /// that names no choice may only have been too long).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub free_stop: Option<FreeStop>,
     /// On request ([`crate::judge::JudgeOptions::sequence_logprobs`]): each choice's
     /// full-sequence log-probability (its tokens and the closing) after B's prompt.
     pub sequence_logprobs: Option<Vec<f32>>,
@@ -201,6 +219,7 @@ impl Judgment {
             encode_timings_ms: c.encode_timings,
             decode_steps_encoded_ahead: c.decode_steps_encoded_ahead,
             synthetic: c.synthetic,
+            free_stop: answer.free_stop,
             sequence_logprobs: None,
         }
     }

@@ -2,8 +2,8 @@
 //! request in KV slot 0, and the sequence log-probability analysis.
 
 use super::{
-    Answer, Engine, JudgeRequest, Judgment, JudgmentContext, Phase, PhaseClock, PrefixIn, Room, Strategy, choice_set,
-    free_token_limit,
+    Answer, Engine, FreeStop, JudgeRequest, Judgment, JudgmentContext, Phase, PhaseClock, PrefixIn, Room, Strategy,
+    choice_set, free_token_limit,
 };
 use crate::choice::{ChoiceSet, ConstrainedPick, check_choices, fork_logits};
 use crate::clock::now_ms;
@@ -215,6 +215,7 @@ impl Engine {
         let eos = self.model.config().eos_ids();
         let mut answer = Answer { prompt_tokens: prompt.len(), ..Answer::default() };
         let mut text = String::new();
+        answer.free_stop = Some(FreeStop::TokenLimit);
         for pass in 0..limit {
             let readout = Readout::last(Head::Full { top_k: top_k.max(1), ids: &[] });
             let (out, phase) = self.step(prompt, &answer.picked, readout).await?;
@@ -227,11 +228,13 @@ impl Engine {
             let next = row.top[0].0;
             // `<|endoftext|>` ends a reply as surely as `<|im_end|>`, whichever the config lists.
             if eos.contains(&next) || self.tokenizer.is_special_id(next) {
+                answer.free_stop = Some(FreeStop::EndOfTurn);
                 break;
             }
             answer.picked.push(next);
             text = self.tokenizer.decode(&answer.picked)?;
             if super::json_object_closed(&text) {
+                answer.free_stop = Some(FreeStop::Closed);
                 break;
             }
         }
