@@ -2,7 +2,7 @@
 // {id, cmd, args}; messages out: {id, progress} any number of times, then {id, result} or
 // {id, error, code}: `code` names the kind of error (the library's Error::code, or no_webgpu),
 // so callers never parse messages. Commands: init, load, judge, batch, bench, probe, logits,
-// tokenize, cancel, memory, caches, clearCaches.
+// tokenize, cancel, memory, caches, clearCaches, current.
 import init, { WebEngine, WebGpu, defaultPrefix } from './pkg/onetoken.js';
 import { clearModelCaches, listModelCaches, loadModel } from './models.js';
 
@@ -43,6 +43,19 @@ function need(what) {
   return what;
 }
 
+/** Loads `source` beside the model in use: {engine, uncached}, or the error that stopped it. */
+async function loadOnce(source, report) {
+  if (!gpu) await openGpu(); // the device was lost: a fresh one
+  const loaded = await loadModel(gpu, source, report);
+  // Errors the browser reports late (a pipeline its shader compiler rejects, an allocation it
+  // refuses) fail the load.
+  await loaded.engine.settled().catch((e) => {
+    loaded.engine.free();
+    throw e;
+  });
+  return loaded;
+}
+
 /** Opens the GPU device (again, after one was lost). */
 async function openGpu() {
   const adapter = await adapterInfo();
@@ -67,7 +80,8 @@ const COMMANDS = {
   },
 
   // The model in use stays until the new one is ready: a load that fails or is cancelled
-  // leaves it loaded (the page says so).
+  // leaves it loaded (the page says so). Where both do not fit in GPU memory, the one in use
+  // is freed and the load tried once more (`replaced` says so).
   async load({ source }, progress) {
     if (!wasm) throw new Error('the engine is not started (init first)');
     const run = { cancelled: false };
@@ -77,25 +91,34 @@ const COMMANDS = {
       progress(p);
     };
     try {
-      if (!gpu) await openGpu(); // the device was lost: a fresh one
-      const { engine: loaded, uncached } = await loadModel(gpu, source, report);
-      // Errors the browser reports late (a pipeline its shader compiler rejects) fail the load.
-      await loaded.settled().catch((e) => {
-        loaded.free();
-        throw e;
-      });
+      let loaded;
+      let replaced = false;
+      try {
+        loaded = await loadOnce(source, report);
+      } catch (e) {
+        if (e?.code !== 'gpu_memory' || !engine || run.cancelled) throw e;
+        engine.free();
+        [engine, model, replaced] = [null, null, true];
+        progress({ phase: 'unloaded to make room' });
+        loaded = await loadOnce(source, report);
+      }
       if (run.cancelled) {
-        loaded.free();
+        loaded.engine.free();
         throw coded('cancelled', 'the load was cancelled');
       }
       engine?.free();
-      engine = loaded;
+      engine = loaded.engine;
       lost = null;
-      model = { source, info: JSON.parse(engine.info()), uncached };
+      model = { source, info: JSON.parse(engine.info()), uncached: loaded.uncached, replaced };
       return model;
     } finally {
       loading = null;
     }
+  },
+
+  /** The model in use ({source, info, uncached}), or null. */
+  async current() {
+    return model;
   },
 
   /** Destroys the GPU device, as a driver reset would (tests of the recovery). */

@@ -198,6 +198,11 @@ async function load(source) {
       $('synthetic-note').hidden = !modelInfo.synthetic;
       refreshCaches(client, t());
       return modelInfo;
+    } catch (e) {
+      // Usually the model in use is still loaded; not where it was unloaded to make room.
+      loadedModel = await client.call('current').catch(() => null);
+      modelInfo = loadedModel?.info ?? null;
+      throw e;
     } finally {
       loadingModel = false;
       $('model-progress').hidden = true;

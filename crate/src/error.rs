@@ -41,6 +41,10 @@ pub enum Error {
     #[error("GPU: {0}")]
     Gpu(String),
 
+    /// The device ran out of memory (code `gpu_memory`: the page can free a model and retry).
+    #[error("GPU: {0}")]
+    GpuMemory(String),
+
     #[error(
         "no GPU adapter ({0}). In a browser, WebGPU needs a recent Chrome, Edge or Safari 26 \
          (Firefox: enable dom.webgpu.enabled); natively, a Vulkan, Metal or DX12 driver \
@@ -77,6 +81,7 @@ impl Error {
             Error::Input(_) => "input",
             Error::ContextOverflow { .. } => "context_overflow",
             Error::Gpu(_) => "gpu",
+            Error::GpuMemory(_) => "gpu_memory",
             Error::NoAdapter(_) => "no_adapter",
             Error::DeviceLost(_) => "device_lost",
             Error::Cancelled => "cancelled",

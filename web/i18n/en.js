@@ -19,7 +19,7 @@ export default {
   noModel: 'No model is loaded: choose one and press Load.',
   choiceExists: '{choice} is already a choice.',
   badNumbers: '{field}: “{text}” is not a whole number from 1 to 999999; separate numbers with commas or spaces.',
-  loadPhases: { config: 'the config', tokenizer: 'the tokenizer', weights: 'the weights', 'download again': 'downloading again (the cached copy was damaged)' },
+  loadPhases: { config: 'the config', tokenizer: 'the tokenizer', weights: 'the weights', 'unloaded to make room': 'the model in use unloaded to make room', 'download again': 'downloading again (the cached copy was damaged)' },
   batchLine: '{n} × 1 token · {time} · {rate} judgments/s · {tokens} prompt tokens',
   newChoice: 'New choice',
   // The engine's messages are English: each error leads with its kind in the page's language.
@@ -30,6 +30,7 @@ export default {
     config: 'The model’s config cannot be used',
     tokenizer: 'The tokenizer or chat template cannot be used',
     gpu: 'The GPU reported an error',
+    gpu_memory: 'This GPU ran out of memory',
     gpu_limit: 'This GPU’s limits are too small for it',
     no_adapter: 'No GPU is available to this browser',
     download: 'The download failed',

@@ -19,7 +19,7 @@ export default {
   noModel: '불러온 모델이 없습니다. 모델을 고르고 불러오기를 누르세요.',
   choiceExists: '{choice}은(는) 이미 선택지에 있습니다.',
   badNumbers: '{field}: “{text}”은(는) 1부터 999999까지의 정수가 아닙니다. 숫자는 쉼표나 공백으로 구분하세요.',
-  loadPhases: { config: '설정', tokenizer: '토크나이저', weights: '가중치', 'download again': '다시 내려받는 중 (저장된 사본이 손상됨)' },
+  loadPhases: { config: '설정', tokenizer: '토크나이저', weights: '가중치', 'unloaded to make room': '자리를 만들려고 쓰던 모델을 내림', 'download again': '다시 내려받는 중 (저장된 사본이 손상됨)' },
   batchLine: '{n}개 × 토큰 1개 · {time} · 초당 {rate}개 판정 · 프롬프트 토큰 {tokens}개',
   newChoice: '새 선택지',
   // The engine's messages are English: each error leads with its kind in the page's language.
@@ -30,6 +30,7 @@ export default {
     config: '모델 설정(config)을 쓸 수 없습니다',
     tokenizer: '토크나이저나 채팅 템플릿을 쓸 수 없습니다',
     gpu: 'GPU가 오류를 보고했습니다',
+    gpu_memory: 'GPU 메모리가 부족합니다',
     gpu_limit: '이 GPU의 한도로는 부족합니다',
     no_adapter: '이 브라우저가 쓸 수 있는 GPU가 없습니다',
     download: '내려받기에 실패했습니다',

@@ -185,6 +185,51 @@ test('a load cancelled mid-download stops there, and the model in use stays load
   await assertStillWorks('cancelled load');
 });
 
+/**
+ * Makes the GPU report running out of memory at the next `count` buffers the engine creates
+ * (Infinity: at every one until set again), as the browser does when an allocation fails (an
+ * uncaptured GPUOutOfMemoryError).
+ */
+async function outOfMemoryAt(count) {
+  const [worker] = page.workers();
+  await worker.evaluate((n) => {
+    if (!self.oomWrapped) {
+      const create = GPUDevice.prototype.createBuffer;
+      GPUDevice.prototype.createBuffer = function (...args) {
+        const buffer = create.apply(this, args);
+        if (self.oomLeft > 0) {
+          self.oomLeft -= 1;
+          this.dispatchEvent(new GPUUncapturedErrorEvent('uncapturederror', { error: new GPUOutOfMemoryError('simulated') }));
+        }
+        return buffer;
+      };
+      self.oomWrapped = true;
+    }
+    self.oomLeft = n;
+  }, count);
+}
+
+test('where two models do not fit in GPU memory, the one in use is unloaded to make room, and the page says which is loaded', async () => {
+  assert.equal(await load({ kind: 'folder', name: 'tiny-qwen2' }), 'loaded');
+  // The first try runs out of memory beside the model in use; the second, alone, fits.
+  await outOfMemoryAt(1);
+  const info = await page.evaluate(() => window.onetoken.load({ kind: 'synthetic', name: 'qwen2.5-0.5b' }));
+  assert.equal(info.synthetic, true);
+  assert.match(await page.textContent('#model-status'), /^Loaded: qwen2\.5-0\.5b/);
+  assert.equal(await page.isVisible('#error'), false);
+  // Both tries run out: no model is left, and the page says so rather than name the old one.
+  await outOfMemoryAt(Infinity);
+  const message = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' })
+    .then(() => 'loaded', (e) => `${e.code}: ${e.message}`));
+  assert.match(message, /^gpu_memory: GPU: out of GPU memory/);
+  assert.match(await page.textContent('#error-text'), /^This GPU ran out of memory: GPU: out of GPU memory/);
+  assert.match(await page.textContent('#model-status'), /^No model is loaded/);
+  const judged = await page.evaluate((r) => window.onetoken.judge(r).then(() => 'answered', (e) => e.message), REQUEST);
+  assert.match(judged, /^No model is loaded/);
+  await outOfMemoryAt(0);
+  await assertStillWorks('out of GPU memory');
+});
+
 test('a browser without WebGPU is told which browsers work, and typing still works', async () => {
   const plain = await openBrowser({ webgpu: false });
   try {

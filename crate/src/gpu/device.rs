@@ -78,7 +78,7 @@ pub struct Gpu {
     lost: ErrorSlot,
     /// The first error the device reported outside a call that returns one (out of memory, a
     /// rejected allocation): kept here instead of wgpu's default panic, returned by [`Gpu::check`].
-    uncaptured: ErrorSlot,
+    uncaptured: UncapturedSlot,
 }
 
 // What every kernel of the engine needs, whatever the model.
@@ -207,7 +207,8 @@ impl Gpu {
             return Err(Error::DeviceLost(why));
         }
         match self.uncaptured.lock().ok().and_then(|mut e| e.take()) {
-            Some(message) => Err(Error::Gpu(message)),
+            Some(Uncaptured { out_of_memory: true, message }) => Err(Error::GpuMemory(message)),
+            Some(Uncaptured { message, .. }) => Err(Error::Gpu(message)),
             None => Ok(()),
         }
     }
@@ -275,8 +276,16 @@ fn check_limits(limits: &wgpu::Limits) -> Result<()> {
 /// Where the device's asynchronous errors land: why it was lost, and the first uncaptured error
 /// (out of memory, a rejected allocation), instead of wgpu's default panic.
 type ErrorSlot = Arc<Mutex<Option<String>>>;
+type UncapturedSlot = Arc<Mutex<Option<Uncaptured>>>;
 
-fn watch_errors(device: &wgpu::Device) -> (ErrorSlot, ErrorSlot) {
+/// An error the device raised outside any call: out of memory is told apart (the page frees
+/// the model in use and tries a load again).
+struct Uncaptured {
+    out_of_memory: bool,
+    message: String,
+}
+
+fn watch_errors(device: &wgpu::Device) -> (ErrorSlot, UncapturedSlot) {
     let lost = ErrorSlot::default();
     let flag = lost.clone();
     device.set_device_lost_callback(move |reason, message| {
@@ -284,17 +293,17 @@ fn watch_errors(device: &wgpu::Device) -> (ErrorSlot, ErrorSlot) {
             *slot = Some(format!("{reason:?}: {message}"));
         }
     });
-    let uncaptured = ErrorSlot::default();
+    let uncaptured = UncapturedSlot::default();
     let slot = uncaptured.clone();
     device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-        let message = match &e {
-            wgpu::Error::OutOfMemory { .. } => {
-                format!("out of GPU memory ({e}); try a smaller model, batch or context")
-            }
-            _ => e.to_string(),
+        let out_of_memory = matches!(e, wgpu::Error::OutOfMemory { .. });
+        let message = if out_of_memory {
+            format!("out of GPU memory ({e}); try a smaller model, batch or context")
+        } else {
+            e.to_string()
         };
         if let Ok(mut first) = slot.lock() {
-            first.get_or_insert(message);
+            first.get_or_insert(Uncaptured { out_of_memory, message });
         }
     }));
     (lost, uncaptured)
