@@ -21,6 +21,12 @@ export function showBench(report, t, fill) {
   $('sweep-merged').textContent = merged.length ? fill(t.sweepMerged, { lengths: merged.join(', '), tokens: shortest }) : '';
   sweep($('chart-sweep'), report, t.charts);
   batchChart($('chart-batch'), report, t.charts);
+  // Sizes past this device's limits are left out of the chart: say which, and why.
+  const skipped = (report.batch_skipped ?? []).map((s) => fill(t.batchSkippedItem, {
+    n: s.judgments, sharing: s.shared_prefix ? t.charts.shared : t.charts.plain, reason: s.reason,
+  }));
+  $('batch-skipped').hidden = !skipped.length;
+  $('batch-skipped').textContent = skipped.length ? fill(t.batchSkipped, { list: skipped.join('; ') }) : '';
   roofline($('chart-roofline'), report, t.charts);
   showArticle(report, t, fill);
   $('kernels-section').hidden = !report.profile;

@@ -303,3 +303,34 @@ fn a_probe_times_a_prefill_and_a_decode_step_and_leaves_the_slot_empty() {
     // Past the context, the probe shortens itself rather than failing.
     assert_eq!(block(e.probe(1_000_000)).unwrap().tokens, 4095);
 }
+
+/// A cancel during the bench's batches stops the bench with `cancelled`, as it does in the
+/// sweep: it is not taken for a batch size this device cannot run, which the bench skips.
+#[test]
+fn a_cancel_during_the_bench_batches_stops_the_bench() {
+    use onetoken::bench::{BenchOptions, run};
+    let mut e = engine(2);
+    let options = BenchOptions { lengths: vec![12], batch_sizes: vec![1, 2], repeats: 1, ..Default::default() };
+    let flag = e.model().cancel_flag();
+    let raise = flag.clone();
+    let mut lines = Vec::new();
+    let err = block(run(&mut e, &options, &mut |line: &str| {
+        if line.starts_with("batch of 1 judgments") {
+            raise.set(true);
+        }
+        lines.push(line.to_string());
+    }))
+    .unwrap_err();
+    assert_eq!(err.code(), "cancelled", "{err}");
+    assert_eq!(lines.last().map(String::as_str), Some("batch of 1 judgments"), "{lines:?}");
+    // Cleared, the bench runs every batch but one the device cannot take in one pass (700
+    // judgments without a shared prefix are over 65,535 tokens), which it skips with the reason.
+    flag.set(false);
+    let options = BenchOptions { batch_sizes: vec![1, 700], ..options };
+    let report = block(run(&mut e, &options, &mut |_: &str| {})).unwrap();
+    let ran: Vec<_> = report.batch.iter().map(|b| (b.judgments, b.shared_prefix)).collect();
+    assert_eq!(ran, [(1, false), (1, true), (700, true)]);
+    let [skip] = &report.batch_skipped[..] else { panic!("{:?}", report.batch_skipped) };
+    assert_eq!((skip.judgments, skip.shared_prefix, skip.code), (700, false, "input"));
+    assert!(skip.reason.contains("in one pass is more than this device runs"), "{}", skip.reason);
+}

@@ -89,6 +89,8 @@ export default {
   costModel: 'Cost model: T = {a} ms + {b} ms × P + N × {d} ms',
   costModelNone: 'Cost model: not fitted (it takes two or more prompt lengths)',
   costModelFlat: 'Cost model: not shown (over these lengths prefill did not grow with the prompt: measure longer prompts)',
+  batchSkipped: 'Not measured on this device: {list}.',
+  batchSkippedItem: '{n} judgments, {sharing} ({reason})',
   sweepMerged: 'Lengths {lengths} are below the shortest prompt the benchmark builds ({tokens} tokens): measured once, as that point.',
   decodePerStep: 'decode: {ms} ms per step',
   error: 'Error',

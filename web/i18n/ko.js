@@ -89,6 +89,8 @@ export default {
   costModel: '비용 모델: T = {a} ms + {b} ms × P + N × {d} ms',
   costModelNone: '비용 모델: 적합하지 못함 (프롬프트 길이가 둘 이상 필요합니다)',
   costModelFlat: '비용 모델: 표시하지 않음 (이 길이들에서는 프리필 시간이 프롬프트와 함께 늘지 않았습니다. 더 긴 프롬프트로 측정하세요)',
+  batchSkipped: '이 기기에서 측정하지 못한 배치: {list}.',
+  batchSkippedItem: '판정 {n}개, {sharing} ({reason})',
   sweepMerged: '길이 {lengths}: 벤치마크가 만드는 가장 짧은 프롬프트({tokens} 토큰)보다 짧아서 그 점에서 한 번만 측정했습니다.',
   decodePerStep: '디코드: 스텝당 {ms} ms',
   error: '오류',

@@ -189,6 +189,19 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
   assert.match(readings[1], /costs [\d.]+ µs, so 26 of them take [\d.]+ ms before any work is done\.$/);
 });
 
+test("a batch size past this device's limits is left out of the chart and named below it", async () => {
+  assert.equal(await page.isVisible('#batch-skipped'), false);
+  // 700 judgments without a shared prefix are over 65,535 tokens, more than one pass runs here;
+  // with the document shared they fit.
+  const report = await page.evaluate(() => window.onetoken.bench({ lengths: [20], batch_sizes: [700], repeats: 1 }));
+  assert.deepEqual(report.batch.map((b) => [b.judgments, b.shared_prefix]), [[700, true]]);
+  assert.deepEqual(report.batch_skipped.map((s) => [s.judgments, s.shared_prefix, s.code]), [[700, false, 'input']]);
+  assert.equal(await page.locator('#chart-batch [data-kind=bar]').count(), 1);
+  assert.equal(await page.textContent('#batch-skipped'),
+    `Not measured on this device: 700 judgments, plain (${report.batch_skipped[0].reason}).`);
+  assert.match(report.batch_skipped[0].reason, /^input: a batch of \d+ tokens in one pass is more than this device runs/);
+});
+
 test("the article's example stands beside this device's figures, computed from its cost model", async () => {
   const report = await page.evaluate(() => window.onetoken.bench({ lengths: [24, 40, 80], batch_sizes: [1], repeats: 1 }));
   // 24 and 40 tokens are both below the shortest prompt the bench builds: one point, and a note.

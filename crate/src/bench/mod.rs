@@ -303,6 +303,16 @@ pub struct BatchPoint {
     pub judgments_per_s: f64,
 }
 
+/// A batch the bench could not run on this device (past a limit, out of memory), and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchSkip {
+    pub judgments: usize,
+    pub shared_prefix: bool,
+    /// The error's kind ([`Error::code`]) and its message.
+    pub code: &'static str,
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Roofline {
     /// Decode: weight bytes per step / median step time (wall: every overhead included), and as
@@ -339,7 +349,7 @@ pub struct BenchReport {
     pub encode_ahead: Option<EncodeAhead>,
     pub cost_model: Option<CostModel>,
     pub batch: Vec<BatchPoint>,
-    pub batch_skipped: Vec<String>,
+    pub batch_skipped: Vec<BatchSkip>,
     pub roofline: Roofline,
     /// Per-kernel GPU times ([`BenchOptions::profile`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -557,12 +567,12 @@ async fn encode_ahead(
 }
 
 /// Strategy C at each batch size, without and with a shared prefix; sizes that do not fit
-/// this device are reported as skipped.
+/// this device are reported as skipped, while a cancel or a lost device stops the bench.
 async fn batches(
     engine: &mut Engine,
     options: &BenchOptions,
     progress: &mut dyn FnMut(&str),
-) -> Result<(Vec<BatchPoint>, Vec<String>)> {
+) -> Result<(Vec<BatchPoint>, Vec<BatchSkip>)> {
     let (mut batch, mut skipped) = (Vec::new(), Vec::new());
     let doc = document(engine.tokenizer(), options.doc_tokens)?;
     for &n in &options.batch_sizes {
@@ -579,7 +589,14 @@ async fn batches(
                     total_ms: record.timings_ms.total,
                     judgments_per_s: record.judgments_per_s,
                 }),
-                Err(e) => skipped.push(format!("{n} judgments (shared prefix {shared}): {e}")),
+                // A cancel or a lost device ends the bench; any other failure is this size's.
+                Err(e @ (Error::Cancelled | Error::DeviceLost(_))) => return Err(e),
+                Err(e) => skipped.push(BatchSkip {
+                    judgments: n,
+                    shared_prefix: shared,
+                    code: e.code(),
+                    reason: e.to_string(),
+                }),
             }
         }
     }

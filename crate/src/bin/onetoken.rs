@@ -515,7 +515,8 @@ fn print_report(r: &BenchReport) {
         );
     }
     for s in &r.batch_skipped {
-        println!("skipped: {s}");
+        let sharing = if s.shared_prefix { "shared prefix" } else { "no shared prefix" };
+        println!("skipped: {} judgments ({sharing}): {}", s.judgments, s.reason);
     }
     if let Some(p) = &r.profile {
         print_profile(p, r.micro.dispatch_us);

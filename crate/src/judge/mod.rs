@@ -208,9 +208,18 @@ impl Engine {
                 limit: format!("the model's context is {context} tokens"),
             });
         }
+        // Kernels run a grid row per token of a pass.
+        let grid = self.model.gpu().limits().max_compute_workgroups_per_dimension as usize;
+        if room.batch_tokens > grid {
+            return Err(Error::Input(format!(
+                "a batch of {} tokens in one pass is more than this device runs \
+                 (max_compute_workgroups_per_dimension {grid}): judge fewer at a time",
+                room.batch_tokens
+            )));
+        }
         let step = |n: usize| n.next_multiple_of(GROWTH_STEP);
         self.model.grow_to(ModelOptions {
-            max_tokens: step(room.batch_tokens),
+            max_tokens: step(room.batch_tokens).min(grid),
             kv_slots: room.slots,
             kv_capacity: step(room.longest).min(context),
             max_rows: room.rows,
