@@ -243,21 +243,27 @@ async function loadFolder(gpu, source, log, progress) {
   progress({ phase: 'config' });
   const config = await bytesOf(await open('config.json'));
   const loader = new WebLoader(gpu, config, source.quant);
-  const index = await open('model.safetensors.index.json', { optional: true });
-  const shards = WebLoader.shardNames(index ? await bytesOf(index) : undefined);
-  const files = [];
-  for (const name of shards) files.push([name, await open(name)]);
-  const total = files.reduce((sum, [, f]) => sum + (f.length ?? 0), 0) || loader.weightBytes();
-  const report = progressMeter(total, progress);
-  for (const [name, file] of files) {
-    loader.beginFile(name, file.length ?? undefined);
-    await streamInto(loader, file, (n) => report(name, n, file.cached));
-    loader.endFile();
+  // Freed however the load ends: a load that stops part way releases the GPU memory its
+  // weights took now, not when the garbage collector runs (the engine keeps what it needs).
+  try {
+    const index = await open('model.safetensors.index.json', { optional: true });
+    const shards = WebLoader.shardNames(index ? await bytesOf(index) : undefined);
+    const files = [];
+    for (const name of shards) files.push([name, await open(name)]);
+    const total = files.reduce((sum, [, f]) => sum + (f.length ?? 0), 0) || loader.weightBytes();
+    const report = progressMeter(total, progress);
+    for (const [name, file] of files) {
+      loader.beginFile(name, file.length ?? undefined);
+      await streamInto(loader, file, (n) => report(name, n, file.cached));
+      loader.endFile();
+    }
+    progress({ phase: 'tokenizer' });
+    const tok = await bytesOf(await open('tokenizer.json'));
+    const tokConfig = await open('tokenizer_config.json', { optional: true });
+    return loader.finish(tok, tokConfig ? await bytesOf(tokConfig) : undefined);
+  } finally {
+    loader.free();
   }
-  progress({ phase: 'tokenizer' });
-  const tok = await bytesOf(await open('tokenizer.json'));
-  const tokConfig = await open('tokenizer_config.json', { optional: true });
-  return loader.finish(tok, tokConfig ? await bytesOf(tokConfig) : undefined);
 }
 
 /** A counter of streamed bytes that reports weight progress at most every 100 ms. */
@@ -283,10 +289,14 @@ async function loadGguf(gpu, gguf, quant, log, progress) {
     : await fetchFile(gguf.url, { log });
   const name = gguf.file?.name ?? decodeURIComponent(new URL(gguf.url).pathname.split('/').pop());
   const loader = new WebGgufLoader(gpu, name, file.length ?? undefined, quant);
-  const report = progressMeter(file.length ?? 0, progress);
-  await streamInto(loader, file, (n) => report(name, n, file.cached));
-  progress({ phase: 'tokenizer' });
-  return loader.finish();
+  try {
+    const report = progressMeter(file.length ?? 0, progress);
+    await streamInto(loader, file, (n) => report(name, n, file.cached));
+    progress({ phase: 'tokenizer' });
+    return loader.finish();
+  } finally {
+    loader.free(); // as in loadFolder
+  }
 }
 
 /** Cached model files: [{url, bytes}], and the total. */

@@ -343,12 +343,15 @@ fn matrices_copied_into_one_equal_their_concatenation() {
         let fused = PackedMatrix::new(&gpu, "fused", whole.len() / k, k, format).unwrap();
         let mut encoder = gpu.device().create_command_encoder(&Default::default());
         let mut row = 0;
-        for p in &parts {
-            let part = PackedMatrix::from_f32(&gpu, "part", (p.len() / k, k), format, p).unwrap();
-            fused.copy_rows_from(&mut encoder, &part, row);
+        // Kept until the copies are submitted: a dropped matrix is destroyed.
+        let sources: Vec<PackedMatrix> =
+            parts.iter().map(|p| PackedMatrix::from_f32(&gpu, "part", (p.len() / k, k), format, p).unwrap()).collect();
+        for part in &sources {
+            fused.copy_rows_from(&mut encoder, part, row);
             row += part.rows();
         }
         gpu.queue().submit([encoder.finish()]);
+        drop(sources);
         assert!(fused.chunks().len() > 1);
         let n = fused.rows();
         let (xb, yb, t) = (gpu.storage_from("x", &x), gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));

@@ -169,13 +169,48 @@ test('a GPU device lost in the middle of the work: the page says so, keeps the i
   await assertStillWorks('lost device');
 });
 
+/**
+ * From now on, counts the engine's storage buffers (weights, caches, activations) that are
+ * created and not yet destroyed; `liveBuffers()` says how many and their bytes. A buffer only
+ * dropped, not destroyed, holds GPU memory until the garbage collector runs.
+ */
+async function trackBuffers() {
+  const [worker] = page.workers();
+  await worker.evaluate(() => {
+    if (!self.buffersTracked) {
+      const create = GPUDevice.prototype.createBuffer;
+      GPUDevice.prototype.createBuffer = function (descriptor) {
+        const buffer = create.call(this, descriptor);
+        if (descriptor.usage & GPUBufferUsage.STORAGE) self.liveSet.add(buffer);
+        return buffer;
+      };
+      const destroy = GPUBuffer.prototype.destroy;
+      GPUBuffer.prototype.destroy = function () {
+        self.liveSet.delete(this);
+        return destroy.call(this);
+      };
+      self.buffersTracked = true;
+    }
+    self.liveSet = new Set();
+  });
+}
+
+async function liveBuffers() {
+  const [worker] = page.workers();
+  return worker.evaluate(() => ({ count: self.liveSet.size, bytes: [...self.liveSet].reduce((s, b) => s + b.size, 0) }));
+}
+
 test('a load cancelled mid-download stops there, and the model in use stays loaded and named', async () => {
   assert.equal(await load({ kind: 'folder', name: 'tiny-qwen2' }), 'loaded');
   const inUse = await page.textContent('#model-status');
+  await trackBuffers();
   const result = page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'stalled' }).then(() => 'loaded', (e) => e.code));
   await page.waitForFunction(() => /model\.safetensors:/.test(document.getElementById('model-status').textContent));
+  assert.ok((await liveBuffers()).count > 0, 'the weights were on their way to the GPU');
   await page.click('#cancel');
   assert.equal(await result, 'cancelled');
+  // What the cancelled load put on the GPU is freed at once, not left to the garbage collector.
+  assert.deepEqual(await liveBuffers(), { count: 0, bytes: 0 });
   assert.match(await page.textContent('#run-status'), /Cancelled/);
   assert.equal(await page.textContent('#model-status'), inUse, 'the status names the model still in use');
   assert.equal(await page.isVisible('#model-progress'), false);
@@ -219,9 +254,12 @@ test('where two models do not fit in GPU memory, the one in use is unloaded to m
   assert.equal(await page.isVisible('#error'), false);
   // Both tries run out: no model is left, and the page says so rather than name the old one.
   await outOfMemoryAt(Infinity);
+  await trackBuffers();
   const message = await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' })
     .then(() => 'loaded', (e) => `${e.code}: ${e.message}`));
   assert.match(message, /^gpu_memory: GPU: out of GPU memory/);
+  // Neither try's weights stay on the GPU.
+  assert.deepEqual(await liveBuffers(), { count: 0, bytes: 0 });
   assert.match(await page.textContent('#error-text'), /^This GPU ran out of memory: GPU: out of GPU memory/);
   assert.match(await page.textContent('#model-status'), /^No model is loaded/);
   const judged = await page.evaluate((r) => window.onetoken.judge(r).then(() => 'answered', (e) => e.message), REQUEST);

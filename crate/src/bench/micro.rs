@@ -248,7 +248,6 @@ async fn linear_prefill(gpu: &Gpu, k: usize, n: usize, fma_gflops: f64) -> Resul
         }
         None => None,
     };
-    weights.iter().for_each(PackedMatrix::destroy);
     let kernel = unsplit.kernel_name(m as u32);
     let fma_fraction = gflops(gpu_ms) / fma_gflops;
     Ok(PrefillLinearMicro { m, k, n, kernel, gpu_ms, gflops: gflops(gpu_ms), fma_fraction, split })
@@ -294,7 +293,6 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
         }
         None => None,
     };
-    weights.iter().for_each(PackedMatrix::destroy);
     Ok(LinearMicro { k, n, kernel, gpu_ms, gbps, copy_fraction: gbps / copy_gbps, lanes, other_shape })
 }
 

@@ -17,6 +17,16 @@ pub struct PackedMatrix {
     chunks: Vec<MatrixChunk>,
 }
 
+/// A matrix frees its GPU memory when dropped: on the web wgpu drops a buffer without destroying
+/// it, so the matrices of a load that failed or was cancelled, or of a model let go, would hold
+/// GPU memory until the browser's garbage collector ran (a retry could run out of it meanwhile).
+/// Work already submitted that reads it still completes.
+impl Drop for PackedMatrix {
+    fn drop(&mut self) {
+        self.chunks.iter().for_each(|c| c.buffer.destroy());
+    }
+}
+
 /// Rows `row_start .. row_start + rows` of a [`PackedMatrix`].
 pub struct MatrixChunk {
     pub buffer: wgpu::Buffer,
@@ -102,12 +112,6 @@ impl PackedMatrix {
             offset += n as u64;
             bytes = &bytes[n..];
         }
-    }
-
-    /// Frees the matrix's GPU memory now (on the web, a dropped buffer waits for the garbage
-    /// collector).
-    pub fn destroy(&self) {
-        self.chunks.iter().for_each(|c| c.buffer.destroy());
     }
 
     /// Encodes a copy of all of `src`'s rows into this matrix from row `first` on (same format

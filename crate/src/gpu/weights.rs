@@ -111,9 +111,9 @@ impl GpuLayer {
     }
 }
 
-impl GpuLinear {
-    fn destroy(&self) {
-        self.weight.destroy();
+/// A bias is destroyed with its layer (the weight matrix destroys itself: [`PackedMatrix`]).
+impl Drop for GpuLinear {
+    fn drop(&mut self) {
         self.bias.iter().for_each(wgpu::Buffer::destroy);
     }
 }
@@ -147,8 +147,7 @@ fn fuse_rows(gpu: &Gpu, name: &str, parts: Vec<GpuLinear>) -> Result<GpuLinear> 
         row += p.weight.rows();
     }
     gpu.queue().submit([encoder.finish()]);
-    parts.iter().for_each(GpuLinear::destroy);
-    Ok(GpuLinear { weight, bias })
+    Ok(GpuLinear { weight, bias }) // the parts are destroyed once the copies are done
 }
 
 /// q_proj, k_proj and v_proj as one matrix where they are [`fusible`] ([`GpuLayer::qkv_proj`]).
@@ -169,14 +168,12 @@ fn pair_gate_up(gpu: &Gpu, name: &str, gate_proj: GpuLinear, up_proj: GpuLinear)
 }
 
 /// A model's weights are destroyed when the last user lets go of them, not left to the
-/// browser's garbage collector (on the web, wgpu drops a buffer without destroying it).
+/// browser's garbage collector (on the web, wgpu drops a buffer without destroying it): the
+/// norms here, the matrices and biases by their own types.
 impl Drop for GpuWeights {
     fn drop(&mut self) {
-        self.embed_tokens.destroy();
-        self.lm_head.iter().for_each(PackedMatrix::destroy);
         self.norm.destroy();
         for l in &self.layers {
-            l.linears().for_each(GpuLinear::destroy);
             l.input_layernorm.destroy();
             l.post_attention_layernorm.destroy();
         }
@@ -259,6 +256,18 @@ pub struct GpuLoader {
     unflushed: u64,
 }
 
+/// A load that stops part way (a failed or cancelled download, a bad file) frees what it put on
+/// the GPU: the vectors here, the matrices themselves ([`PackedMatrix`]).
+impl Drop for GpuLoader {
+    fn drop(&mut self) {
+        for tensor in self.tensors.values() {
+            if let Tensor::Vector(buffer) = tensor {
+                buffer.destroy();
+            }
+        }
+    }
+}
+
 /// Submit queued writes after this many bytes, so staging memory stays bounded.
 const FLUSH_BYTES: u64 = 64 << 20;
 
@@ -285,11 +294,12 @@ impl GpuLoader {
     }
 
     /// The weights, once every file has been streamed (and checked).
-    pub fn finish(self) -> Result<GpuWeights> {
+    pub fn finish(mut self) -> Result<GpuWeights> {
         self.gpu.queue.submit([]);
         self.gpu.check()?;
-        let mut weights = GpuWeights::from_tensors(&self.gpu, self.config, self.tensors, false)?;
-        if let Some(label) = self.label {
+        let tensors = std::mem::take(&mut self.tensors);
+        let mut weights = GpuWeights::from_tensors(&self.gpu, self.config.clone(), tensors, false)?;
+        if let Some(label) = self.label.take() {
             weights.label = label;
         }
         Ok(weights)
