@@ -81,7 +81,7 @@ const COMMANDS = {
 
   // The model in use stays until the new one is ready: a load that fails or is cancelled
   // leaves it loaded (the page says so). Where both do not fit in GPU memory, the one in use
-  // is freed and the load tried once more (`replaced` says so).
+  // is freed and the load tried once more (its progress says so).
   async load({ source }, progress) {
     if (!wasm) throw new Error('the engine is not started (init first)');
     const run = { cancelled: false };
@@ -92,13 +92,12 @@ const COMMANDS = {
     };
     try {
       let loaded;
-      let replaced = false;
       try {
         loaded = await loadOnce(source, report);
       } catch (e) {
         if (e?.code !== 'gpu_memory' || !engine || run.cancelled) throw e;
         engine.free();
-        [engine, model, replaced] = [null, null, true];
+        [engine, model] = [null, null];
         progress({ phase: 'unloaded to make room' });
         loaded = await loadOnce(source, report);
       }
@@ -109,7 +108,7 @@ const COMMANDS = {
       engine?.free();
       engine = loaded.engine;
       lost = null;
-      model = { source, info: JSON.parse(engine.info()), uncached: loaded.uncached, replaced };
+      model = { source, info: JSON.parse(engine.info()), uncached: loaded.uncached };
       return model;
     } finally {
       loading = null;
