@@ -75,8 +75,14 @@ impl Tokenizer {
         tokenizer_config_json: Option<&[u8]>,
         source: TokenizerSource,
     ) -> Result<Self> {
-        let inner = tokenizers::Tokenizer::from_bytes(tokenizer_json)
+        let mut inner = tokenizers::Tokenizer::from_bytes(tokenizer_json)
             .map_err(|e| Error::Tokenizer(format!("{} is not a Hugging Face tokenizer ({e})", source.tokenizer)))?;
+        // A file may ask to truncate or pad what it encodes (for training batches): a prompt
+        // cut short or padded would be judged silently wrong, so every text is encoded whole.
+        inner.with_padding(None);
+        inner.with_truncation(None).map_err(|e| {
+            Error::Tokenizer(format!("{}: its truncation cannot be turned off ({e})", source.tokenizer))
+        })?;
         let (mut chat_template, mut special) = (None, Vec::new());
         if let Some(bytes) = tokenizer_config_json {
             let cfg: serde_json::Value = serde_json::from_slice(bytes)

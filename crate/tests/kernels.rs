@@ -927,3 +927,25 @@ fn device_errors_are_returned_not_panicked() {
     let err = pollster::block_on(gpu.settle()).unwrap_err().to_string();
     assert!(err.contains("lost"), "{err}");
 }
+
+#[test]
+fn an_error_reported_during_a_readback_leaves_its_buffer_usable() {
+    let gpu = gpu();
+    let words = [1u32, 2, 3, 4];
+    let (source, staging) = (gpu.storage_from("source", &words), gpu.staging("staging", 16));
+    let copy = || {
+        let mut encoder = gpu.device().create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&source, 0, &staging, 0, 16);
+        gpu.queue().submit([encoder.finish()]);
+    };
+    copy();
+    // An error the device raises while the copy is read back (in the browser: a late
+    // out-of-memory report) fails the read, after the buffer was mapped.
+    let _huge = gpu.storage("huge", gpu.limits().max_buffer_size + 4096);
+    let err = pollster::block_on(onetoken::gpu::read_buffer(&gpu, &staging, 16)).unwrap_err().to_string();
+    assert!(err.starts_with("GPU: "), "{err}");
+    // The buffer was unmapped on the way out: the next copy into it and its read work.
+    copy();
+    let read = pollster::block_on(onetoken::gpu::read_buffer(&gpu, &staging, 16)).unwrap();
+    assert_eq!(bytemuck::pod_collect_to_vec::<u8, u32>(&read), words);
+}

@@ -104,3 +104,19 @@ fn bad_tokenizer_files_are_reported() {
     let err = no_template.chat_prompt(None, "hi", "").unwrap_err().to_string();
     assert!(err.contains("no chat_template"), "{err}");
 }
+
+#[test]
+fn a_tokenizer_file_that_truncates_or_pads_still_encodes_a_prompt_whole() {
+    let path = fixture("qwen2.5-0.5b/tokenizer.json");
+    let mut file: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let plain = Tokenizer::from_bytes(&serde_json::to_vec(&file).unwrap(), None).unwrap();
+    let text = "What color is the sky on a clear day? Answer with one of the given choices.";
+    let want = plain.encode(text).unwrap();
+    assert!(want.len() > 8);
+    file["truncation"] =
+        serde_json::json!({"direction": "Right", "max_length": 4, "strategy": "LongestFirst", "stride": 0});
+    file["padding"] = serde_json::json!({"strategy": {"Fixed": 64}, "direction": "Right", "pad_to_multiple_of": null,
+        "pad_id": 151643, "pad_type_id": 0, "pad_token": "<|endoftext|>"});
+    let asks = Tokenizer::from_bytes(&serde_json::to_vec(&file).unwrap(), None).unwrap();
+    assert_eq!(asks.encode(text).unwrap(), want);
+}

@@ -222,15 +222,19 @@ pub async fn read_buffer_timed(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> R
     gpu.device
         .poll(wgpu::PollType::wait_indefinitely())
         .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
-    let result = mapped.await;
-    gpu.check()?;
-    result.map_err(|e| Error::Gpu(format!("reading results back failed: {e}")))?;
+    if let Err(e) = mapped.await {
+        gpu.check()?; // a lost device or an error the device raised says more than the map
+        return Err(Error::Gpu(format!("reading results back failed: {e}")));
+    }
+    // Mapped from here: every way out unmaps, or the next forward's copy into this buffer
+    // would fail validation and the engine would stay broken.
     let start = crate::clock::now_ms();
-    let view = slice.get_mapped_range().map_err(|e| Error::Gpu(format!("mapping failed: {e}")))?;
-    let out = view[..len as usize].to_vec();
-    drop(view);
+    let read = gpu.check().and_then(|()| {
+        let view = slice.get_mapped_range().map_err(|e| Error::Gpu(format!("mapping failed: {e}")))?;
+        Ok(view[..len as usize].to_vec())
+    });
     staging.unmap();
-    Ok((out, crate::clock::now_ms() - start))
+    Ok((read?, crate::clock::now_ms() - start))
 }
 
 /// A one-value channel whose receiving end is a future: enough to await a map callback
