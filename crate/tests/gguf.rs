@@ -85,7 +85,8 @@ fn gpu_weights(gpu: &Rc<Gpu>, path: &std::path::Path) -> GpuWeights {
 /// Logits at every position of `input`, then of one decode step of `next`, on the GPU.
 fn gpu_logits(gpu: Rc<Gpu>, path: &std::path::Path, input: &[u32], next: u32) -> (Vec<f32>, Vec<f32>) {
     let weights = gpu_weights(&gpu, path);
-    let options = ModelOptions { max_rows: input.len(), ..ModelOptions::single(input.len() + 1) };
+    let options =
+        ModelOptions { max_rows: input.len(), max_full_rows: input.len(), ..ModelOptions::single(input.len() + 1) };
     let mut model = Model::new(gpu, weights, options).unwrap();
     let out = pollster::block_on(model.prefill(&[Sequence { slot: 0, tokens: input }], LOGITS_ALL)).unwrap();
     let all = out.rows.iter().flat_map(|r| r.logits.clone()).collect();

@@ -22,7 +22,14 @@ fn tiny_model_tuned(weight_chunk_bytes: Option<u64>, kernels: Option<KernelFamil
     let options = GpuOptions { weight_chunk_bytes, kernels, tuning, ..Default::default() };
     let gpu = Rc::new(Gpu::new_blocking(options).unwrap());
     let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
-    let options = ModelOptions { max_tokens: 64, kv_slots: 4, kv_capacity: 64, max_rows: 32, max_choice_ids: 16 };
+    let options = ModelOptions {
+        max_tokens: 64,
+        kv_slots: 4,
+        kv_capacity: 64,
+        max_rows: 32,
+        max_full_rows: 32,
+        max_choice_ids: 16,
+    };
     Model::new(gpu, weights, options).unwrap()
 }
 
@@ -259,6 +266,26 @@ fn bad_batches_are_refused_before_any_work() {
     assert!(model.forget(7).is_err() && model.share_prefix(0, 9, 0).is_err());
 }
 
+/// The full-vocabulary head's logits are sized by its own rows: a set-up for many read-out rows
+/// through the choices' rows (strategy C) holds one row of vocabulary logits, and a full-head
+/// read of more rows than that is refused by name.
+#[test]
+fn a_full_head_reads_at_most_the_rows_it_was_set_up_for() {
+    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
+    let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
+    let options =
+        ModelOptions { max_tokens: 64, kv_slots: 4, kv_capacity: 16, max_rows: 4, max_full_rows: 1, max_choice_ids: 8 };
+    let mut model = Model::new(gpu, weights, options).unwrap();
+    let batch: Vec<Sequence> = (0..4).map(|slot| Sequence { slot, tokens: &[5, 6, 7] }).collect();
+    let choices = Readout { positions: Positions::Last, head: Head::Choices(&[148, 53]), hidden: false };
+    assert_eq!(block(model.prefill(&batch, choices)).unwrap().rows.len(), 4);
+    model.forget_all();
+    let err = block(model.prefill(&batch, Readout::ARGMAX)).err().unwrap().to_string();
+    assert!(err.contains("4 rows to read through the full-vocabulary head") && err.contains("at most 1"), "{err}");
+    assert!((0..4).all(|s| model.tokens_in(s).unwrap() == 0), "refused before any work");
+    assert_eq!(block(model.prefill(&batch[..1], Readout::ARGMAX)).unwrap().rows.len(), 1);
+}
+
 /// Sizes whose kernels would need more workgroups along one grid dimension than the device
 /// dispatches (a workgroup per token, read-out row or choice id) are refused when the model is
 /// set up, not when a dispatch fails validation.
@@ -267,7 +294,14 @@ fn model_sizes_past_the_device_grid_are_refused_at_set_up() {
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
     let weights = Rc::new(load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap());
     let grid = gpu.limits().max_compute_workgroups_per_dimension as usize;
-    let fits = ModelOptions { max_tokens: grid, kv_slots: 1, kv_capacity: 16, max_rows: 1, max_choice_ids: 1 };
+    let fits = ModelOptions {
+        max_tokens: grid,
+        kv_slots: 1,
+        kv_capacity: 16,
+        max_rows: 1,
+        max_full_rows: 1,
+        max_choice_ids: 1,
+    };
     assert!(Model::new(gpu.clone(), weights.clone(), fits).is_ok());
     for too_many in [
         ModelOptions { max_tokens: grid + 1, ..fits },
@@ -328,7 +362,14 @@ fn profile_mode_stamps_inside_the_passes_where_it_can_and_changes_no_result() {
     let run = |profile_pass_per_dispatch: bool| {
         let gpu = Rc::new(Gpu::new_blocking(GpuOptions { profile_pass_per_dispatch, ..Default::default() }).unwrap());
         let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
-        let options = ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 4 };
+        let options = ModelOptions {
+            max_tokens: 64,
+            kv_slots: 1,
+            kv_capacity: 64,
+            max_rows: 1,
+            max_full_rows: 1,
+            max_choice_ids: 4,
+        };
         let mut model = Model::new(gpu, weights, options).unwrap();
         let prompt = [Sequence { slot: 0, tokens: &input[..12] }];
         let plain = block(model.prefill(&prompt, LOGITS_LAST)).unwrap();
@@ -390,8 +431,14 @@ fn decode_steps_encoded_ahead_equal_steps_encoded_on_demand() {
         let run = |ahead: bool| {
             let gpu = Rc::new(Gpu::new_blocking(GpuOptions { kernels: Some(family), ..Default::default() }).unwrap());
             let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
-            let options =
-                ModelOptions { max_tokens: 64, kv_slots: 2, kv_capacity: 2 * chunk, max_rows: 2, max_choice_ids: 4 };
+            let options = ModelOptions {
+                max_tokens: 64,
+                kv_slots: 2,
+                kv_capacity: 2 * chunk,
+                max_rows: 2,
+                max_full_rows: 2,
+                max_choice_ids: 4,
+            };
             let mut model = Model::new(gpu, weights, options).unwrap();
             model.set_encoding_ahead(ahead);
             let mut outs = vec![block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], full)).unwrap()];
@@ -496,7 +543,14 @@ fn synthetic_qwen2_5_0_5b_top5_matches_the_cpu_reference() {
         let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
         let paired = weights.layers().iter().all(|l| matches!(l.mlp_input, MlpInput::Paired(_)));
         assert_eq!(paired, family == KernelFamily::Tiled);
-        let options = ModelOptions { max_tokens: 16, kv_slots: 1, kv_capacity: 16, max_rows: 1, max_choice_ids: 8 };
+        let options = ModelOptions {
+            max_tokens: 16,
+            kv_slots: 1,
+            kv_capacity: 16,
+            max_rows: 1,
+            max_full_rows: 1,
+            max_choice_ids: 8,
+        };
         let mut model = Model::new(gpu, weights, options).unwrap();
         let gpu_prompt = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
         let gpu_next = block(model.decode(&[(0, next)], LOGITS_LAST)).unwrap();
@@ -533,7 +587,14 @@ fn a_prefill_whose_down_proj_splits_k_matches_the_cpu_reference() {
         let options = GpuOptions { kernels: Some(KernelFamily::Tiled), tuning, ..Default::default() };
         let gpu = Rc::new(Gpu::new_blocking(options).unwrap());
         let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
-        let options = ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 8 };
+        let options = ModelOptions {
+            max_tokens: 64,
+            kv_slots: 1,
+            kv_capacity: 64,
+            max_rows: 1,
+            max_full_rows: 1,
+            max_choice_ids: 8,
+        };
         let mut model = Model::new(gpu, weights, options).unwrap();
         model.set_profiling(true).unwrap();
         let gpu_prompt = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();

@@ -13,8 +13,14 @@ use onetoken::tokenizer::Tokenizer;
 fn engine(slots: usize) -> Engine {
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
     let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
-    let options =
-        ModelOptions { max_tokens: 2048, kv_slots: slots, kv_capacity: 256, max_rows: 64, max_choice_ids: 64 };
+    let options = ModelOptions {
+        max_tokens: 2048,
+        kv_slots: slots,
+        kv_capacity: 256,
+        max_rows: 64,
+        max_full_rows: 1,
+        max_choice_ids: 64,
+    };
     let model = Model::new(gpu, weights, options).unwrap();
     Engine::new(model, Tokenizer::load(&fixture("tiny-qwen2")).unwrap())
 }
@@ -164,6 +170,8 @@ fn a_batch_is_sized_by_the_choice_tokens_it_reads() {
     let (record, _) = block(e.judge_batch(&reqs, PrefixSharing::Shared)).unwrap();
     assert_eq!(record.judgments, 40);
     assert_eq!(e.model().options().max_choice_ids, before.max_choice_ids, "no resize for the head");
+    // Its rows are read through the choices' rows: no row of vocabulary logits is added.
+    assert_eq!(e.model().options().max_full_rows, 1);
     let (one, _) = block(e.judge_batch(&reqs[..1], PrefixSharing::Shared)).unwrap();
     assert_eq!(one.shared_prefix_tokens, 0);
 }
@@ -218,9 +226,17 @@ fn the_engine_sizes_itself_to_each_request_up_to_the_context() {
     let b = block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap();
     assert!(b.prompt_tokens > 400 && e.model().kv_capacity() > 400);
     let three = [request("a", &["x", "y"]), request("b", &["x", "y"]), request("c", &["x", "y"])];
+    let long = e.model().options();
     let (record, _) = block(e.judge_batch(&three, PrefixSharing::Off)).unwrap();
     assert_eq!(record.judgments, 3);
-    assert!(e.model().kv_slots() >= 3 && e.model().kv_capacity() > 400, "sizes only grow");
+    // Three slots at the long prompt's capacity would be a cache bigger than the two set-ups
+    // together: the batch gets a cache of its own sizes (other sizes only grow).
+    let short = e.model().options();
+    assert!(short.kv_slots >= 3 && short.kv_capacity < 400, "{short:?}");
+    assert!(short.max_tokens >= long.max_tokens, "{short:?}");
+    let again = block(e.judge(&req, Strategy::PrefillOneToken, 0)).unwrap();
+    assert_eq!((again.choice, again.probs), (b.choice, b.probs));
+    assert!(e.model().kv_capacity() > 400);
 }
 
 #[test]

@@ -37,7 +37,11 @@ fn quantized_tiny_model_matches_the_quantized_cpu_reference() {
             let gpu = gpu(family);
             let weights = load_dir(&gpu, &fixture("tiny-qwen2"), Some(quant)).unwrap();
             assert_eq!(weights.label(), quant.name());
-            let options = ModelOptions { max_rows: input.len(), ..ModelOptions::single(input.len() + 1) };
+            let options = ModelOptions {
+                max_rows: input.len(),
+                max_full_rows: input.len(),
+                ..ModelOptions::single(input.len() + 1)
+            };
             let mut model = Model::new(gpu, weights, options).unwrap();
             let out = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_ALL)).unwrap();
             let got: Vec<f32> = out.rows.iter().flat_map(|r| r.logits.clone()).collect();

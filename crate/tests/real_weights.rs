@@ -35,7 +35,14 @@ fn real_model_answers_coherently_on_cpu_and_gpu() {
 
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
     let weights = load_dir(&gpu, &dir, None).unwrap();
-    let options = ModelOptions { max_tokens: 256, kv_slots: 1, kv_capacity: 256, max_rows: 8, max_choice_ids: 16 };
+    let options = ModelOptions {
+        max_tokens: 256,
+        kv_slots: 1,
+        kv_capacity: 256,
+        max_rows: 8,
+        max_full_rows: 8,
+        max_choice_ids: 16,
+    };
     let mut model = Model::new(gpu, weights, options).unwrap();
     let mut next =
         pollster::block_on(model.prefill(&[Sequence { slot: 0, tokens: &ids }], Readout::ARGMAX)).unwrap().rows[0].top

@@ -72,6 +72,7 @@ impl BenchOptions {
             kv_slots: slots,
             kv_capacity,
             max_rows: slots,
+            max_full_rows: 1, // batches read the choices' rows; A and B one row at a time
             max_choice_ids: 64,
         }
     }

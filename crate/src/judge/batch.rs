@@ -61,7 +61,9 @@ impl Engine {
         let n = reqs.len();
         // The shared prefix is prefilled in a call of its own, before the batch of the rest.
         let per_call = batch_tokens.max(shared);
-        let room = Room { slots: n, longest: longest.unwrap_or(0), batch_tokens: per_call, rows: n, choice_ids };
+        // Every row is read through the choices' rows: the full-vocabulary head is not used.
+        let (slots, longest) = (n, longest.unwrap_or(0));
+        let room = Room { slots, longest, batch_tokens: per_call, rows: n, full_rows: 1, choice_ids };
         self.make_room(room)?;
         let mut clock = PhaseClock::default();
         clock.timings.tokenize = now_ms() - start;

@@ -92,12 +92,14 @@ pub struct Progress {
 }
 
 /// Sizes a call needs: `slots` sequences of up to `longest` tokens each (generation included),
-/// `batch_tokens` in the largest forward, `rows` read out at once.
+/// `batch_tokens` in the largest forward, `rows` read out at once (`full_rows` of them through
+/// the full-vocabulary head).
 struct Room {
     slots: usize,
     longest: usize,
     batch_tokens: usize,
     rows: usize,
+    full_rows: usize,
     choice_ids: usize,
 }
 
@@ -176,7 +178,7 @@ impl Engine {
     /// state (the `logits` diagnostic; tests compare it with the CPU reference).
     pub async fn logits(&mut self, ids: &[u32]) -> Result<RowOut> {
         let n = ids.len();
-        self.make_room(Room { slots: 1, longest: n, batch_tokens: n, rows: 1, choice_ids: 1 })?;
+        self.make_room(Room { slots: 1, longest: n, batch_tokens: n, rows: 1, full_rows: 1, choice_ids: 1 })?;
         self.model.forget(0)?;
         let readout = Readout { hidden: true, ..Readout::LOGITS };
         let mut out = self.model.prefill(&[Sequence { slot: 0, tokens: ids }], readout).await?;
@@ -188,7 +190,14 @@ impl Engine {
     /// page estimates a long run from it.
     pub async fn probe(&mut self, tokens: usize) -> Result<Probe> {
         let tokens = tokens.clamp(1, self.model.config().max_position_embeddings - 1);
-        self.make_room(Room { slots: 1, longest: tokens + 1, batch_tokens: tokens, rows: 1, choice_ids: 1 })?;
+        self.make_room(Room {
+            slots: 1,
+            longest: tokens + 1,
+            batch_tokens: tokens,
+            rows: 1,
+            full_rows: 1,
+            choice_ids: 1,
+        })?;
         self.model.forget(0)?;
         // Any ids will do: the work does not depend on them.
         let vocab = self.model.config().vocab_size as u32;
@@ -223,6 +232,7 @@ impl Engine {
             kv_slots: room.slots,
             kv_capacity: step(room.longest).min(context),
             max_rows: room.rows,
+            max_full_rows: room.full_rows,
             max_choice_ids: room.choice_ids,
         })
     }

@@ -92,7 +92,7 @@ impl Engine {
     /// Grows the model for one sequence of `prompt` tokens and `generated` more.
     fn room_for_one(&mut self, prompt: usize, generated: usize, choice_ids: usize) -> Result<()> {
         let longest = prompt + generated;
-        self.make_room(Room { slots: 1, longest, batch_tokens: prompt, rows: 1, choice_ids })
+        self.make_room(Room { slots: 1, longest, batch_tokens: prompt, rows: 1, full_rows: 1, choice_ids })
     }
 
     /// The log-probability of each whole choice (tokens and closing) after B's prompt:
@@ -108,7 +108,15 @@ impl Engine {
         let union = set.all_tokens();
         let base = set.base().len();
         let batch_tokens = base.max(rows);
-        self.make_room(Room { slots: n + 1, longest: base + longest, batch_tokens, rows, choice_ids: union.len() })?;
+        let room = Room {
+            slots: n + 1,
+            longest: base + longest,
+            batch_tokens,
+            rows,
+            full_rows: rows,
+            choice_ids: union.len(),
+        };
+        self.make_room(room)?;
         self.model.forget_all();
         let out =
             self.model.prefill(&[Sequence { slot: 0, tokens: set.base() }], full_head(&union, Positions::Last)).await?;

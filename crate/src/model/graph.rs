@@ -48,8 +48,8 @@ impl Scratch {
             read_positions: g.storage("read_positions", words(o.max_rows, 1)),
             choice_ids: g.storage("choice_ids", words(o.max_choice_ids, 1)),
             packed_inputs: g.storage("packed inputs", words(8 + 3 * o.max_tokens + o.max_rows + o.max_choice_ids, 1)),
-            logits: g.storage("logits", words(o.max_rows, v)),
-            best: g.storage("best", words(o.max_rows, 2 * (1 + TOP_K_MAX))),
+            logits: g.storage("logits", words(o.max_full_rows, v)),
+            best: g.storage("best", words(o.max_full_rows, 2 * (1 + TOP_K_MAX))),
             choice_logits: g.storage("choice_logits", words(o.max_rows, o.max_choice_ids)),
             head_normed: g.storage("head_normed", words(o.max_rows, h)),
             staging: g.staging("readout", Readback::capacity(o.max_rows, o.max_choice_ids, h)),
@@ -253,7 +253,7 @@ impl Graph {
         let (h, v) = (c.hidden_size, c.vocab_size);
         for (what, bytes) in [
             ("the MLP activations", words(o.max_tokens, c.intermediate_size)),
-            ("the full-vocabulary logits", words(o.max_rows, v)),
+            ("the full-vocabulary logits", words(o.max_full_rows, v)),
         ] {
             g.check_binding(what, bytes)?;
         }
@@ -284,7 +284,7 @@ impl Graph {
             gather_rows: GatherRows::new(g, &s.read_positions, &a.x, &head_x, h),
             norm: RmsNorm::new(g, &head_x, weights.norm(), &s.head_normed, h, c.rms_norm_eps),
             lm_head: Linear::new(g, lm_head, head_io, Store::Overwrite),
-            top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v, o.max_rows),
+            top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v, o.max_full_rows),
             lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, lm_head, &s.choice_logits),
         };
         let embed_tokens = Embedding::new(g, &s.ids, weights.embed_tokens(), &a.x);

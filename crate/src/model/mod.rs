@@ -45,19 +45,29 @@ pub struct ModelOptions {
     pub kv_capacity: usize,
     /// Most rows read out per call (usually one per sequence).
     pub max_rows: usize,
+    /// Most of those rows read through the full-vocabulary head (logits, top-k): its
+    /// `[rows, vocab]` logits are sized by it. A choice-rows head (strategy C's many rows)
+    /// needs none.
+    pub max_full_rows: usize,
     /// Most vocabulary ids for a choice-rows head.
     pub max_choice_ids: usize,
 }
 
 impl ModelOptions {
     /// Small sizes an engine starts from; it grows them to fit each request.
-    pub const STARTING: ModelOptions =
-        ModelOptions { max_tokens: 64, kv_slots: 1, kv_capacity: 64, max_rows: 1, max_choice_ids: 256 };
+    pub const STARTING: ModelOptions = ModelOptions {
+        max_tokens: 64,
+        kv_slots: 1,
+        kv_capacity: 64,
+        max_rows: 1,
+        max_full_rows: 1,
+        max_choice_ids: 256,
+    };
 
     /// One sequence of `tokens` tokens, one row read out.
     pub fn single(tokens: usize) -> Self {
         let n = tokens.max(1);
-        ModelOptions { max_tokens: n, kv_slots: 1, kv_capacity: n, max_rows: 1, max_choice_ids: 1 }
+        ModelOptions { max_tokens: n, kv_slots: 1, kv_capacity: n, max_rows: 1, max_full_rows: 1, max_choice_ids: 1 }
     }
 
     /// Whether every size is at least `need`'s.
@@ -66,7 +76,13 @@ impl ModelOptions {
             && self.kv_slots >= need.kv_slots
             && self.kv_capacity >= need.kv_capacity
             && self.max_rows >= need.max_rows
+            && self.max_full_rows >= need.max_full_rows
             && self.max_choice_ids >= need.max_choice_ids
+    }
+
+    /// Rows of the KV cache: slots x capacity.
+    pub fn kv_rows(&self) -> u64 {
+        self.kv_slots as u64 * self.kv_capacity as u64
     }
 
     /// The larger of each size.
@@ -76,6 +92,7 @@ impl ModelOptions {
             kv_slots: self.kv_slots.max(o.kv_slots),
             kv_capacity: self.kv_capacity.max(o.kv_capacity),
             max_rows: self.max_rows.max(o.max_rows),
+            max_full_rows: self.max_full_rows.max(o.max_full_rows),
             max_choice_ids: self.max_choice_ids.max(o.max_choice_ids),
         }
     }
@@ -83,7 +100,7 @@ impl ModelOptions {
 
 impl Default for ModelOptions {
     fn default() -> Self {
-        Self { max_tokens: 1024, kv_slots: 8, kv_capacity: 1024, max_rows: 64, max_choice_ids: 256 }
+        Self { max_tokens: 1024, kv_slots: 8, kv_capacity: 1024, max_rows: 64, max_full_rows: 64, max_choice_ids: 256 }
     }
 }
 
@@ -116,7 +133,7 @@ impl Model {
     pub fn new(gpu: Rc<Gpu>, weights: impl Into<Rc<GpuWeights>>, options: ModelOptions) -> Result<Self> {
         let weights = weights.into();
         let o = options;
-        if o.max_tokens == 0 || o.max_rows == 0 || o.max_choice_ids == 0 {
+        if o.max_tokens == 0 || o.max_rows == 0 || o.max_full_rows == 0 || o.max_choice_ids == 0 {
             return Err(Error::Input("model options must all be positive".into()));
         }
         // Kernels run a workgroup (or a grid row) per token, read-out row or choice id.
@@ -183,10 +200,20 @@ impl Model {
         self.cancel.clone()
     }
 
-    /// Grows the sizes to cover `need` (each size at least as large as now); does nothing when
-    /// they already do.
+    /// Grows the sizes to cover `need`; does nothing when they already do. Each size grows to
+    /// the larger of now and `need`, except the KV cache's slots and capacity: they multiply,
+    /// so many short slots (a batch) grown to one long prompt's capacity would hold slots x the
+    /// long prompt. Where the larger of each would be a bigger cache than the two together,
+    /// the cache is set up for `need` alone.
     pub fn grow_to(&mut self, need: ModelOptions) -> Result<()> {
-        if self.options.covers(&need) { Ok(()) } else { self.resize(self.options.max(need)) }
+        if self.options.covers(&need) {
+            return Ok(());
+        }
+        let mut grown = self.options.max(need);
+        if grown.kv_rows() > self.options.kv_rows() + need.kv_rows() {
+            (grown.kv_slots, grown.kv_capacity) = (need.kv_slots, need.kv_capacity);
+        }
+        self.resize(grown)
     }
 
     /// KV slots: sequences held at once.

@@ -136,6 +136,13 @@ impl Plan {
             Head::Logits => 1,
             Head::Choices(_) => 0,
         };
+        if self.top_k > 0 && self.read_positions.len() > o.max_full_rows {
+            return Err(Error::Input(format!(
+                "{} rows to read through the full-vocabulary head; this model was set up for at most {}",
+                self.read_positions.len(),
+                o.max_full_rows
+            )));
+        }
         Ok(())
     }
 
