@@ -41,6 +41,13 @@ pub enum Error {
     #[error("GPU: {0}")]
     Gpu(String),
 
+    /// A forward pass read out NaN or infinite logits: no answer can be ranked by them.
+    #[error(
+        "the model's output is not a number (NaN or infinite logits): its weights hold NaN or \
+         infinite values, or values too large for 32-bit arithmetic"
+    )]
+    ModelOutput,
+
     /// The device ran out of memory (code `gpu_memory`: the page can free a model and retry).
     #[error("GPU: {0}")]
     GpuMemory(String),
@@ -76,7 +83,7 @@ impl Error {
         match self {
             Error::Config(_) | Error::GgufMetadata(_) => "config",
             Error::ModelFile { .. } | Error::TensorShape { .. } | Error::TensorDtype { .. } => "model_file",
-            Error::MissingTensors(_) | Error::ExtraTensors(_) => "model_file",
+            Error::MissingTensors(_) | Error::ExtraTensors(_) | Error::ModelOutput => "model_file",
             Error::Tokenizer(_) | Error::Template(_) => "tokenizer",
             Error::Input(_) => "input",
             Error::ContextOverflow { .. } => "context_overflow",

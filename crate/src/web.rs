@@ -127,9 +127,16 @@ impl WebLoader {
         (self.config.parameter_count() * 2) as f64
     }
 
+    /// Starts the next file. The one before must have ended (`endFile`): its tensors were
+    /// counted as present when its header arrived, so dropping it part way would leave them
+    /// unwritten.
     #[wasm_bindgen(js_name = beginFile)]
-    pub fn begin_file(&mut self, name: &str, length: Option<f64>) {
+    pub fn begin_file(&mut self, name: &str, length: Option<f64>) -> Result<(), JsValue> {
+        if self.stream.is_some() {
+            return Err(usage("beginFile before the file begun last has ended (endFile)"));
+        }
         self.stream = Some(SafetensorsStream::new(name, length.map(|l| l as u64)));
+        Ok(())
     }
 
     pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
@@ -151,6 +158,9 @@ impl WebLoader {
         tokenizer_json: &[u8],
         tokenizer_config_json: Option<Vec<u8>>,
     ) -> Result<WebEngine, JsValue> {
+        if self.stream.is_some() {
+            return Err(usage("finish before the last file has ended (endFile)"));
+        }
         let sink = self.sink.take().ok_or_else(|| usage("finish called twice"))?;
         let weights = sink.finish().map_err(js)?.finish().map_err(js)?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json, tokenizer_config_json.as_deref()).map_err(js)?;

@@ -350,3 +350,32 @@ fn a_cancel_during_the_bench_batches_stops_the_bench() {
     assert_eq!((skip.judgments, skip.shared_prefix, skip.code), (700, false, "input"));
     assert!(skip.reason.contains("in one pass is more than this device runs"), "{}", skip.reason);
 }
+
+/// Weights holding NaN give NaN logits, which would rank as any choice: the judgment fails,
+/// naming why, instead of answering.
+#[test]
+fn weights_that_give_nan_logits_fail_clearly_instead_of_answering() {
+    let dir = std::env::temp_dir().join(format!("onetoken-nan-{}-{}", std::process::id(), unique_id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["config.json", "tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(fixture("tiny-qwen2").join(f), dir.join(f)).unwrap();
+    }
+    let bytes = std::fs::read(fixture("tiny-qwen2/model.safetensors")).unwrap();
+    let (header, mut data) = split_safetensors(&bytes);
+    let norm = &header["model.norm.weight"];
+    assert_eq!(norm["dtype"], "BF16");
+    let [from, to] = [0, 1].map(|i| norm["data_offsets"][i].as_u64().unwrap() as usize);
+    data[from..to].chunks_mut(2).for_each(|v| v.copy_from_slice(&0x7fc0u16.to_le_bytes())); // bf16 NaN
+    std::fs::write(dir.join("model.safetensors"), join_safetensors(&header, &data)).unwrap();
+
+    let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
+    let weights = load_dir(&gpu, &dir, None).unwrap();
+    let model = Model::new(gpu, weights, ModelOptions::STARTING).unwrap();
+    let mut e = Engine::new(model, Tokenizer::load(&dir).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    for strategy in [Strategy::PrefillOneToken, Strategy::TokenByToken] {
+        let err = block(e.judge(&request("Which color is the sky?", &["blue", "red"]), strategy, 0)).unwrap_err();
+        assert_eq!(err.code(), "model_file");
+        assert!(err.to_string().contains("the model's output is not a number"), "{err}");
+    }
+}

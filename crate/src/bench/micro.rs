@@ -8,7 +8,7 @@ use crate::clock::now_ms;
 use crate::config::{Qwen2Config, rope_inv_freq};
 use crate::error::{Error, Result};
 use crate::gpu::Binding::*;
-use crate::gpu::{Dispatcher, Gpu, Kernel, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
+use crate::gpu::{DestroyOnDrop, Dispatcher, Gpu, Kernel, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
 use crate::ops::{
     AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, Linear, LinearBuffers, MATVEC_LANES,
     SplitPartials, Store, fill_synthetic, workgroup,
@@ -87,6 +87,7 @@ async fn repeat_until_timed(gpu: &Gpu, repeats: u32, dispatch: &impl Fn(&mut Dis
 async fn time_runs(gpu: &Gpu, repeats: u32, dispatch: &impl Fn(&mut Dispatcher)) -> Result<(Option<f64>, f64)> {
     let timer = PassTimer::new(gpu, 1);
     let staging = gpu.staging("bench stamps", 16);
+    let _freed = DestroyOnDrop(vec![&staging]);
     let start = now_ms();
     let mut encoder = gpu.device().create_command_encoder(&Default::default());
     {
@@ -110,6 +111,7 @@ async fn time_runs(gpu: &Gpu, repeats: u32, dispatch: &impl Fn(&mut Dispatcher))
 pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: usize) -> Result<Micro> {
     let bytes = (64u64 << 20).min(gpu.max_binding() / 16 * 16);
     let (src, dst) = (gpu.storage("copy src", bytes), gpu.storage("copy dst", bytes));
+    let _freed = DestroyOnDrop(vec![&src, &dst]);
     let probe_workgroup = [workgroup(PROBE_WORKGROUP)];
     let copy = gpu.kernel(&COPY, &probe_workgroup);
     let group = gpu.bind(&copy, &[&src, &dst]);
@@ -124,6 +126,7 @@ pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: 
     let fma = gpu.kernel(&FMA, &probe_workgroup);
     let shape = gpu.uniform("fma", &[iters, 0, 0, 0]);
     let out = gpu.storage("fma out", u64::from(threads) * 4);
+    let _fma_freed = DestroyOnDrop(vec![&out]);
     let group = gpu.bind(&fma, &[&shape, &out]);
     let dispatch = |p: &mut Dispatcher| p.dispatch(&fma, &group, (threads / PROBE_WORKGROUP, 1, 1), Work::default());
     let (fma_ms, _) = time_kernel(gpu, 4, dispatch).await?;
@@ -182,6 +185,7 @@ async fn attention_prefill(gpu: &Gpu, config: &Qwen2Config, tokens: usize, fma_g
     );
     let partial = gpu.storage("bench partial", dims.partial_bytes());
     let inv_freq = gpu.storage_from("bench inv_freq", &rope_inv_freq(head_dim, config.rope_theta));
+    let _freed = DestroyOnDrop(vec![&token_meta, &q, &out, &k_cache, &v_cache, &partial, &inv_freq]);
     let io = AttentionBuffers {
         token_meta: &token_meta,
         q: &q,
@@ -233,6 +237,7 @@ async fn linear_prefill(gpu: &Gpu, k: usize, n: usize, fma_gflops: f64) -> Resul
     let (m, repeats) = (PREFILL_ROWS, 4);
     let weights = synthetic_matrices(gpu, 1, k, n)?;
     let (x, y) = (gpu.storage("bench x", (m * k * 4) as u64), gpu.storage("bench y", (m * n * 4) as u64));
+    let _freed = DestroyOnDrop(vec![&x, &y]);
     let tokens = gpu.uniform("bench tokens", &[m as u32, 0, 0, 0]);
     let partials = SplitPartials::new(gpu);
     let io =
@@ -271,6 +276,7 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
     let count = LINEAR_BYTES.div_ceil(WeightFormat::Float(Dtype::BF16).row_bytes(k) as u64 * n as u64) as usize;
     let weights = synthetic_matrices(gpu, count, k, n)?;
     let (x, y) = (gpu.storage("bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
+    let _freed = DestroyOnDrop(vec![&x, &y]);
     let tokens = gpu.uniform("bench tokens", &[1u32, 0, 0, 0]);
     let io = || LinearBuffers { tokens: &tokens, x: &x, bias: None, y: &y, out_cols: n, first_col: 0, partials: None };
     let bytes = weights[0].bytes() + 4 * (k + n) as u64;

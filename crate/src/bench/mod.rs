@@ -51,6 +51,10 @@ impl Default for BenchOptions {
 /// mistyped size fails at once instead of after minutes of tokenizing.
 pub use crate::judge::MAX_BATCH;
 
+/// Tokens a prompt leaves free in the context: A's reply (the prefix's rest, a choice and the
+/// closing), or C's question after a document.
+const REPLY_ROOM: usize = 64;
+
 impl BenchOptions {
     /// Engine sizes for this benchmark, within the device's limits: a batch size past them is
     /// not sized for here, and its own run reports why it was skipped ([`BenchReport::batch_skipped`]).
@@ -80,14 +84,16 @@ impl BenchOptions {
     /// Fails, naming the option, where a length cannot be measured on a model of `context`
     /// tokens: before any measuring, not after minutes of it.
     pub fn check(&self, context: usize) -> Result<()> {
-        if let Some(&length) = self.lengths.iter().find(|&&l| l >= context) {
+        // A's reply is written into the context after the prompt: a few dozen tokens at most.
+        let longest = context.saturating_sub(REPLY_ROOM);
+        if let Some(&length) = self.lengths.iter().find(|&&l| l > longest) {
             return Err(Error::Input(format!(
-                "lengths: a prompt of {length} tokens does not fit the model's context of {context} tokens \
-                 (give lengths below it)"
+                "lengths: a prompt of {length} tokens and its reply do not fit the model's context of {context} tokens \
+                 (give lengths up to {longest})"
             )));
         }
         // Strategy C's prompt: the document, a question and the chat template's few dozen tokens.
-        if self.doc_tokens.saturating_add(64) >= context {
+        if self.doc_tokens.saturating_add(REPLY_ROOM) >= context {
             return Err(Error::Input(format!(
                 "doc_tokens: a document of {} tokens leaves no room for a question in the model's context of {context} tokens",
                 self.doc_tokens
@@ -676,9 +682,11 @@ mod tests {
 
         let context = config.max_position_embeddings;
         options.check(context).unwrap();
-        let long = BenchOptions { lengths: vec![8, context], ..Default::default() };
+        let long = BenchOptions { lengths: vec![8, context - 1], ..Default::default() };
         let err = long.check(context).unwrap_err().to_string();
-        assert!(err.contains("32768 tokens does not fit the model's context of 32768"), "{err}");
+        assert!(err.contains("32767 tokens and its reply do not fit the model's context of 32768"), "{err}");
+        assert!(err.contains("give lengths up to 32704"), "{err}");
+        BenchOptions { lengths: vec![8, context - REPLY_ROOM], ..Default::default() }.check(context).unwrap();
         let zero = BenchOptions { lengths: vec![0, 8], profile: true, ..Default::default() };
         assert!(zero.check(context).unwrap_err().to_string().contains("a length of 0"));
         BenchOptions { profile: false, ..zero }.check(context).unwrap();

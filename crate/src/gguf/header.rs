@@ -280,19 +280,24 @@ impl GgufHeader {
                     ggml_type_name(code)
                 ))
             })?;
-            let shape: Vec<usize> = dims.iter().rev().map(|&d| d as usize).collect();
-            let numel = dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).filter(|&n| n > 0 && n < 1 << 40);
+            // Counted in u64: on wasm32 a usize product wraps. Every dim is at most the count,
+            // so a count that fits usize makes the usize shape exact.
+            let numel = dims
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .filter(|&n| n > 0 && n < 1 << 40 && usize::try_from(n).is_ok());
             let Some(numel) = numel else {
                 return bad(format!("tensor {name}: dimensions {dims:?} are impossible"));
             };
-            let (block, _) = ty.unit();
-            if !(dims[0] as usize).is_multiple_of(block) {
+            let shape: Vec<usize> = dims.iter().rev().map(|&d| d as usize).collect();
+            if !dims[0].is_multiple_of(ty.unit().0 as u64) {
                 return bad(format!("tensor {name}: rows of {} values are not whole {} blocks", dims[0], ty.name()));
             }
             if !offset.is_multiple_of(alignment) {
                 return bad(format!("tensor {name}: offset {offset} is not a multiple of the alignment {alignment}"));
             }
-            let bytes = ty.bytes_of(numel as usize).expect("whole blocks") as u64;
+            let (block, block_bytes) = ty.unit();
+            let bytes = numel / block as u64 * block_bytes as u64; // whole blocks, as rows are
             let start = offset.checked_add(pad).filter(|s| s.checked_add(bytes).is_some());
             let Some(start) = start else {
                 return bad(format!("tensor {name}: offset {offset} is impossible"));

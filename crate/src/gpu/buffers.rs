@@ -206,6 +206,17 @@ impl Gpu {
     }
 }
 
+/// Destroys the buffers it names when dropped, however the function that made them returns:
+/// wgpu on the web only drops a buffer, and its GPU memory waits for the garbage collector.
+/// Made after the buffers, it is dropped before them.
+pub struct DestroyOnDrop<'a>(pub Vec<&'a wgpu::Buffer>);
+
+impl Drop for DestroyOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.iter().for_each(|b| b.destroy());
+    }
+}
+
 /// Maps `staging` (a MAP_READ buffer whose copy has been submitted) and returns its first
 /// `len` bytes. Natively this blocks until the GPU is done; in the browser it awaits.
 pub async fn read_buffer(gpu: &Gpu, staging: &wgpu::Buffer, len: u64) -> Result<Vec<u8>> {

@@ -10,7 +10,7 @@ mod timer;
 mod tuning;
 mod weights;
 
-pub use buffers::{PackedMatrix, read_buffer, read_buffer_timed};
+pub use buffers::{DestroyOnDrop, PackedMatrix, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions, KernelFamily};
 pub use dispatch::{DispatchRecord, DispatchTiming, Dispatcher, Listed, ListingCheck, Profiler, Work};
 pub use kernels::{BLOCK_QUANTS, Binding, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};

@@ -10,6 +10,13 @@ pub struct PassTimer {
     passes: u32,
 }
 
+impl Drop for PassTimer {
+    fn drop(&mut self) {
+        self.set.destroy();
+        self.resolve.destroy();
+    }
+}
+
 impl PassTimer {
     /// A timer for `passes` passes; `None` where the device cannot time them.
     pub fn new(gpu: &Gpu, passes: u32) -> Option<Self> {

@@ -189,6 +189,14 @@ struct HeadOps {
     lm_head: Linear,
     top_k: TopK,
     lm_head_rows: LmHeadRows,
+    /// `[R, hidden]` the read-out rows' residual stream, gathered for the final norm.
+    x: wgpu::Buffer,
+}
+
+impl Drop for HeadOps {
+    fn drop(&mut self) {
+        self.x.destroy();
+    }
 }
 
 /// Activations of every token, `[max_tokens, width]` each.
@@ -229,7 +237,10 @@ impl Drop for Activations {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        for b in [&self.logits, &self.best, &self.choice_logits, &self.head_normed, &self.staging] {
+        let inputs = [&self.ids, &self.token_meta, &self.read_positions, &self.choice_ids, &self.packed_inputs];
+        for b in
+            inputs.into_iter().chain([&self.logits, &self.best, &self.choice_logits, &self.head_normed, &self.staging])
+        {
             b.destroy();
         }
     }
@@ -286,6 +297,7 @@ impl Graph {
             lm_head: Linear::new(g, lm_head, head_io, Store::Overwrite),
             top_k: TopK::new(g, &s.rows, &s.logits, &s.best, v, o.max_full_rows),
             lm_head_rows: LmHeadRows::new(g, &s.choice_ids, &s.head_normed, lm_head, &s.choice_logits),
+            x: head_x,
         };
         let embed_tokens = Embedding::new(g, &s.ids, weights.embed_tokens(), &a.x);
         Ok(Self { embed_tokens, layers, head, scratch: s, _activations: a, _shared: shared })
@@ -340,6 +352,13 @@ struct LayerShared {
     partial: wgpu::Buffer,
     dims: AttentionDims,
     split_partials: Option<SplitPartials>,
+}
+
+impl Drop for LayerShared {
+    fn drop(&mut self) {
+        self.inv_freq.destroy();
+        self.partial.destroy();
+    }
 }
 
 impl LayerOps {

@@ -348,11 +348,18 @@ impl Model {
         let s = &self.graph.scratch;
         let (bytes, readback_ms) = read_buffer_timed(g, &s.staging, layout.len()).await?;
         let full = match &full {
-            Some(staging) => Some(read_buffer(g, staging, full_bytes).await?),
+            Some(staging) => {
+                let read = read_buffer(g, staging, full_bytes).await;
+                staging.destroy(); // made for this call: on the web a dropped buffer lingers
+                Some(read?)
+            }
             None => None,
         };
         let vocab = self.config.vocab_size as u64;
         let rows = layout.rows(&bytes, full.as_deref().map(|b| (b, vocab)), plan.asked_choices);
+        if !rows.iter().all(RowOut::finite) {
+            return Err(Error::ModelOutput);
+        }
         let wall_ms = now_ms() - start;
         let (mut timing, profile) = match &self.profiler {
             Some(profiler) => profiled_timing(profiler.read(g).await?, layers_end),

@@ -72,6 +72,12 @@ pub struct RowOut {
 }
 
 impl RowOut {
+    /// Whether every value read out is a number: a model whose weights hold NaN or infinity
+    /// gives NaN logits, which would rank as any choice at all.
+    pub fn finite(&self) -> bool {
+        self.logits.iter().chain(self.logsumexp.iter()).chain(self.top.iter().map(|(_, v)| v)).all(|v| v.is_finite())
+    }
+
     /// Log-probability of `id`, given its logit at index `at` of [`RowOut::logits`] (full heads).
     pub fn logprob(&self, at: usize) -> Option<f32> {
         Some(self.logits.get(at)? - self.logsumexp?)

@@ -199,6 +199,14 @@ pub struct TopK {
     group: wgpu::BindGroup,
     vocab: usize,
     chunk: usize,
+    /// `[R, chunks, 1 + TOP_K_MAX]` each chunk's best pairs, for the merge pass.
+    scratch: wgpu::Buffer,
+}
+
+impl Drop for TopK {
+    fn drop(&mut self) {
+        self.scratch.destroy(); // on the web a dropped buffer lingers until garbage collection
+    }
 }
 
 impl TopK {
@@ -220,7 +228,7 @@ impl TopK {
         let shape = TopKShape { cols: vocab as u32, stride: stride as u32, _pad0: 0, _pad1: 0 };
         let scratch = gpu.storage("top_k chunks", (max_rows * vocab.div_ceil(chunk) * stride * 8) as u64);
         let group = gpu.bind(&chunks, &[rows, &gpu.uniform("top_k", &shape), logits, &scratch, out]);
-        Self { chunks, merge, group, vocab, chunk }
+        Self { chunks, merge, group, vocab, chunk, scratch }
     }
 
     /// Finds the `k` best of each of `rows` rows (k passes over each row's logits, then over
