@@ -5,10 +5,11 @@
 // CLI:     node scripts/static-server.mjs [ROOT] [PORT]   (defaults: web/, $PORT or 8080)
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
 
 const MIME = {
   '.html': 'text/html; charset=utf-8',
@@ -63,6 +64,25 @@ async function handle(root, mounts, faults, req, res) {
   }
   if (!info?.isFile()) return send(res, 404, `not found: ${urlPath}`);
   const fault = faults[urlPath];
+  if (fault) {
+    fault.requests = (fault.requests ?? 0) + 1;
+    // Whether the client read the whole response or dropped the connection first.
+    res.on('close', () => {
+      const ended = res.writableFinished ? 'finished' : 'dropped';
+      fault[ended] = (fault[ended] ?? 0) + 1;
+    });
+  }
+  if (fault?.gzip) {
+    // As a host that compresses what it sends: Content-Length counts the compressed bytes.
+    const body = gzipSync(await readFile(file));
+    res.writeHead(200, {
+      'Content-Type': MIME[path.extname(file).toLowerCase()] ?? 'application/octet-stream',
+      'Content-Encoding': 'gzip',
+      'Content-Length': body.byteLength,
+      'Cache-Control': 'no-cache',
+    });
+    return res.end(req.method === 'HEAD' ? undefined : body);
+  }
   const range = fault?.ranges === false ? null : /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
   const start = range && Number(range[1]) < info.size ? Number(range[1]) : 0;
   const etag = fault?.sha256 ? { ETag: `"${await sha256Of(file, info)}"` } : {};
@@ -116,7 +136,10 @@ async function sha256Of(file, info) {
  * `{cutAfter: BYTES, cuts: N}` drops the connection after BYTES of the next N full downloads,
  * `ranges: false` ignores Range requests (a server that cannot resume), `{stallAfter: BYTES,
  * stallMs: MS}` pauses every full download after BYTES, `sha256: true` sends the
- * file's SHA-256 as its ETag (as Hugging Face does for large files).
+ * file's SHA-256 as its ETag (as Hugging Face does for large files), `gzip: true` sends it
+ * compressed (Content-Encoding: gzip, the compressed length). A fault counts the requests it
+ * answered in `requests`, and the responses sent whole (`finished`) or dropped by the client
+ * before their end (`dropped`).
  * @returns {Promise<{url: string, close: () => Promise<void>}>} url ends with '/'.
  */
 export async function startServer(root, port = 0, mounts = {}, faults = {}) {

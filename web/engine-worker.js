@@ -13,7 +13,7 @@ let model = null; // {source, info, uncached}
 let lost = null; // why the GPU device was lost, until the next load
 let kernels = null; // 'tiled' or 'direct' when the page chose the linear-kernel family, else by device
 let tune = ''; // where the tiled kernels change path (the CLI's --tune), else the defaults
-let loading = null; // {cancelled} while a load runs: cancel sets it, the load's next report stops it
+let loading = null; // {cancelled, downloads} while a load runs: cancel sets the flag (the next report stops the load) and aborts its downloads
 
 function post(message) {
   self.postMessage(message);
@@ -39,14 +39,14 @@ function coded(code, message) {
 
 function need(what) {
   // After a lost device every call says so, until a load opens a fresh one.
-  if (!what) throw lost ? coded('device_lost', lost) : new Error('no model is loaded yet');
+  if (!what) throw lost ? coded('device_lost', lost) : coded('no_model', 'no model is loaded yet');
   return what;
 }
 
 /** Loads `source` beside the model in use: {engine, uncached}, or the error that stopped it. */
-async function loadOnce(source, report) {
+async function loadOnce(source, report, signal) {
   if (!gpu) await openGpu(); // the device was lost: a fresh one
-  const loaded = await loadModel(gpu, source, report);
+  const loaded = await loadModel(gpu, source, report, signal);
   // Errors the browser reports late (a pipeline its shader compiler rejects, an allocation it
   // refuses) fail the load.
   await loaded.engine.settled().catch((e) => {
@@ -84,7 +84,7 @@ const COMMANDS = {
   // is freed and the load tried once more (its progress says so).
   async load({ source }, progress) {
     if (!wasm) throw new Error('the engine is not started (init first)');
-    const run = { cancelled: false };
+    const run = { cancelled: false, downloads: new AbortController() };
     loading = run;
     const report = (p) => {
       if (run.cancelled) throw coded('cancelled', 'the load was cancelled');
@@ -93,13 +93,13 @@ const COMMANDS = {
     try {
       let loaded;
       try {
-        loaded = await loadOnce(source, report);
+        loaded = await loadOnce(source, report, run.downloads.signal);
       } catch (e) {
         if (e?.code !== 'gpu_memory' || !engine || run.cancelled) throw e;
         engine.free();
         [engine, model] = [null, null];
         progress({ phase: 'unloaded to make room' });
-        loaded = await loadOnce(source, report);
+        loaded = await loadOnce(source, report, run.downloads.signal);
       }
       if (run.cancelled) {
         loaded.engine.free();
@@ -137,10 +137,14 @@ const COMMANDS = {
   },
 
   // Answered at once, even while another command runs: that one stops at its next forward
-  // pass (a load: at its next progress report) and rejects with code `cancelled`.
+  // pass (a load: at once where it waits on a download, else at its next progress report) and
+  // rejects with code `cancelled`.
   async cancel() {
     engine?.cancel();
-    if (loading) loading.cancelled = true;
+    if (loading) {
+      loading.cancelled = true;
+      loading.downloads.abort(); // a stalled download stops now, not at its next bytes
+    }
     return true;
   },
 

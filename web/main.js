@@ -31,6 +31,7 @@ let lastReport = null;
 let modelInfo = null;
 let loadedModel = null; // {source, info, uncached} of the model in use
 let started = false; // the engine worker is up and has a GPU: the buttons can work
+let busyCalls = 0; // engine calls the page is waiting on (see setBusy)
 let gpuInfo = null;
 let lastBatch = null;
 const runStatus = new RunStatus($('run-status'), t, fill);
@@ -104,7 +105,8 @@ function applyPreset(name) {
   $('system').value = p.system;
   $('document').value = p.document;
   $('question').value = p.question;
-  if (p.batch) $('batch-questions').value = p.batch.join('\n');
+  // A preset without batch questions asks its own question: the last preset's would not fit.
+  $('batch-questions').value = (p.batch ?? [p.question]).join('\n');
   choices = [...p.choices];
   renderChoices();
   $('workload').hidden = !first;
@@ -140,7 +142,8 @@ function showError(e) {
   const message = e?.message ?? String(e);
   const lost = e?.code === 'device_lost';
   const kind = t().errorKinds[e?.code];
-  $('error-text').textContent = noWebgpu(e) ? t().noWebgpu : lost ? `${t().deviceLost} (${message})` : kind ? `${kind}: ${message}` : message;
+  const text = e?.code === 'no_model' ? t().noModel : kind ? `${kind}: ${message}` : message;
+  $('error-text').textContent = noWebgpu(e) ? t().noWebgpu : lost ? `${t().deviceLost} (${message})` : text;
   $('reload').hidden = !lost;
   $('error').hidden = false;
   postHeight();
@@ -155,10 +158,15 @@ function clearError() {
   $('error').hidden = true;
 }
 
-/** Disables the buttons that call the engine while it works, and until it has started. */
+/**
+ * Disables the buttons that call the engine while it works, and until it has started. Calls
+ * nest (a load dropped on the page during a run, the scripting API): the buttons come back
+ * when the last one ends. `null` only refreshes them.
+ */
 function setBusy(busy) {
-  for (const b of document.querySelectorAll('button.run, #batch-run, #bench-run, #model-load, #workload-run')) b.disabled = busy || !started;
-  $('cancel').hidden = !busy;
+  if (busy !== null) busyCalls = Math.max(0, busyCalls + (busy ? 1 : -1));
+  for (const b of document.querySelectorAll('button.run, #batch-run, #bench-run, #model-load, #reload, #workload-run')) b.disabled = busyCalls > 0 || !started;
+  $('cancel').hidden = busyCalls === 0;
 }
 
 /**
@@ -334,8 +342,8 @@ function numbers(text, field) {
 }
 
 async function bench(options) {
-  if (!modelInfo) throw new Error(t().noModel);
   return guarded(async () => {
+    if (!modelInfo) throw new Error(t().noModel);
     const report = await client.call('bench', { options }, (p) => {
       $('bench-status').textContent = `${t().benchRunning} ${p.line}`;
     });
@@ -382,7 +390,8 @@ function wire() {
   $('preset').onchange = () => applyPreset($('preset').value);
   $('workload-run').onclick = () => runWorkload().catch(() => {});
   $('choice-add').onclick = addChoice;
-  $('choice-new').onkeydown = (e) => e.key === 'Enter' && addChoice();
+  // Enter while an IME is still composing a syllable (Korean) ends the composition, not the choice.
+  $('choice-new').onkeydown = (e) => e.key === 'Enter' && !e.isComposing && addChoice();
   for (const b of document.querySelectorAll('button.run[data-strategy]')) b.onclick = () => run(b.dataset.strategy).catch(() => {});
   $('batch-run').onclick = () => runBatch().catch(() => {});
   $('bench-run').onclick = () => {
@@ -409,7 +418,8 @@ function wire() {
   drop.ondragover = (e) => e.preventDefault();
   drop.ondrop = (e) => {
     e.preventDefault();
-    load({ kind: 'files', files: [...e.dataTransfer.files] }).catch(() => {});
+    if (busyCalls > 0) return; // as the Load button, which is off while the engine works
+    load({ kind: 'files', files: [...e.dataTransfer.files], quant: $('model-quant').value || undefined }).catch(() => {});
   };
   if (embed) {
     document.body.classList.add('embed');
@@ -438,7 +448,7 @@ async function start() {
   wire();
   applyLanguage();
   presetFromUrl();
-  setBusy(false); // nothing works until the engine has started
+  setBusy(null); // nothing works until the engine has started
   $('gpu-info').textContent = t().gpuChecking;
   // Offline use is a bonus: a sandboxed iframe (an opaque origin) throws on the very access.
   try {
@@ -453,7 +463,7 @@ async function start() {
   });
   if (!params.has('prefix')) $('prefix').value = defaultPrefix;
   started = true;
-  setBusy(false);
+  setBusy(null);
   gpuInfo = { ...gpu, adapter };
   const features = adapter.features.includes('shader-f16') ? 'shader-f16' : 'no shader-f16';
   $('gpu-info').textContent = `${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' ') || gpu.name} · ${features} · timestamp-query ${gpu.timestamps ? '✓' : '✗'} · max binding ${(gpu.max_binding / 2 ** 20).toFixed(0)} MiB`;
@@ -470,7 +480,7 @@ async function start() {
     showError(e);
     throw e;
   }
-  $('model-kind').value = source.kind === 'synthetic' ? modelParam : source.kind;
+  $('model-kind').value = source.kind === 'synthetic' ? `synthetic:${source.name}` : source.kind;
   if (source.kind === 'folder') {
     if (![...$('model-folder').options].some((o) => o.value === source.name)) $('model-folder').append(new Option(source.name, source.name));
     $('model-folder').value = source.name;
@@ -478,11 +488,27 @@ async function start() {
   if (source.kind === 'url') $('model-url').value = source.url;
   showModelInputs();
   await load(source);
-  if (params.has('strategy')) await run(params.get('strategy'));
+}
+
+/** The run ?strategy= asks for, once the model is loaded: one of the page's run buttons. */
+function runFromUrl(strategy) {
+  const buttons = [...document.querySelectorAll('button.run[data-strategy]')].map((b) => b.dataset.strategy);
+  if (!buttons.includes(strategy)) {
+    showError(coded('usage', `unknown strategy ${strategy} (${buttons.join(', ')})`));
+    return;
+  }
+  run(strategy).catch(() => {});
+}
+
+function coded(code, message) {
+  return Object.assign(new Error(message), { code });
 }
 
 const ready = start();
-ready.catch(() => {});
+ready.then(() => params.has('strategy') && runFromUrl(params.get('strategy')), () => {});
+// The scripting API waits for start-up, whether or not its load worked: a model loaded by hand
+// after a failed start-up load serves later calls.
+const startedUp = ready.catch(() => {});
 
 window.onetoken = {
   /** Resolves once the default (or ?model=) model is loaded. */
@@ -492,24 +518,27 @@ window.onetoken = {
    * judgment record ('all': a list).
    */
   judge: async ({ strategy = 'b', top_k = 0, sequence_logprobs = false, ...request }) => {
-    await ready;
+    await startedUp;
     return judge(request, strategy, top_k, sequence_logprobs);
   },
   /** batch([requests], sharedPrefix) -> {batch, judgments}. */
   batch: async (requests, sharedPrefix = true) => {
-    await ready;
+    await startedUp;
     return client.call('batch', { requests, sharedPrefix });
   },
   /** bench({lengths, batch_sizes, repeats}) -> the benchmark report (also charted). */
   bench: async (options = {}) => {
-    await ready;
+    await startedUp;
     return bench(options);
   },
   /** load({kind: 'synthetic'|'folder'|'url', name|url}) -> model info. */
-  load: (source) => load(source),
+  load: async (source) => {
+    await startedUp; // else start-up's own load would replace this one
+    return load(source);
+  },
   /** Token ids of `text` with the loaded model's tokenizer. */
   tokenize: async (text) => {
-    await ready;
+    await startedUp;
     return client.call('tokenize', { text });
   },
   /** The engine's wasm memory in bytes (the load tests watch it stay flat). */

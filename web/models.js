@@ -57,9 +57,10 @@ async function openCache() {
  * Fetches `url` as a stream, from the cache when there, else from the network while a copy
  * goes into the cache. `log` (optional) collects, for the load, the outcome of each cache write
  * (`writes`) and the addresses read from the cache (`hits`). `optional`: a 404 gives
- * null. Returns {body, length, cached}.
+ * null. Returns {body, length, cached, url, stop}: `stop()` ends a download the load no longer
+ * reads (its cache copy is then not kept). `signal` (a cancelled load's) ends it too.
  */
-async function fetchFile(url, { optional = false, useCache = true, log = null } = {}) {
+async function fetchFile(url, { optional = false, useCache = true, log = null, signal = null } = {}) {
   const cache = useCache ? await openCache() : null;
   const hit = await cache?.match(url);
   // An optional file known to be absent is remembered too, so an offline load needs no network.
@@ -71,9 +72,11 @@ async function fetchFile(url, { optional = false, useCache = true, log = null } 
     return { body, length, cached: true, url };
   }
   let res;
+  const download = new AbortController();
   try {
-    res = await fetch(url);
+    res = await fetch(url, { signal: AbortSignal.any([download.signal, signal].filter(Boolean)) });
   } catch (e) {
+    if (signal?.aborted) throw cancelled();
     // fetch() says no more for a server that is down than for one that refuses to share its
     // files with other sites (no CORS headers); name both when the file is on another site.
     const elsewhere = new URL(url).origin !== self.location.origin;
@@ -86,18 +89,24 @@ async function fetchFile(url, { optional = false, useCache = true, log = null } 
     return null;
   }
   if (!res.ok) throw coded('download', `${url}: HTTP ${res.status} ${res.statusText}`);
-  const length = Number(res.headers.get('content-length')) || null;
+  // A host that compresses what it sends counts the compressed bytes in Content-Length, and the
+  // body arrives decompressed: that length is not the file's, so it is neither checked nor
+  // recorded with the cached copy (which would then look damaged on every visit).
+  const encoded = !/^(identity)?$/i.test(res.headers.get('content-encoding') ?? '');
+  const length = encoded ? null : Number(res.headers.get('content-length')) || null;
   let body = res.body;
   if (cache) {
     const [mine, theirs] = res.body.tee();
     body = mine;
-    const write = cache.put(url, new Response(theirs, { headers: res.headers })).then(
+    const headers = new Headers(res.headers);
+    if (encoded) ['content-length', 'content-encoding'].forEach((name) => headers.delete(name));
+    const write = cache.put(url, new Response(theirs, { headers })).then(
       () => null,
       (e) => ({ url, quota: e.name === 'QuotaExceededError', reason: e.message }),
     );
     log?.writes.push(write);
   }
-  return { body, length, cached: false, url };
+  return { body, length, cached: false, url, stop: () => download.abort() };
 }
 
 /** The SHA-256 a file's source published with it (an ETag or X-Linked-Etag of 64 hex digits, as Hugging Face gives for large files), else null. */
@@ -142,6 +151,10 @@ function coded(code, message) {
   return Object.assign(new Error(message), { code });
 }
 
+function cancelled() {
+  return coded('cancelled', 'the load was cancelled');
+}
+
 /**
  * Reads a whole (small) file's bytes. Read by hand, not through Response.arrayBuffer(), so the
  * stream's own error (a damaged cache copy's) is the one reported.
@@ -161,27 +174,41 @@ async function bytesOf(file) {
 
 /**
  * Feeds a stream to the loader, resuming with an HTTP range request if the connection drops
- * (where the server allows it). Reports bytes through `onBytes`.
+ * (where the server allows it). Reports bytes through `onBytes`. A load that stops part way
+ * (cancelled, failed) ends the download too: its copy for the cache would otherwise go on
+ * downloading, and the bytes no one reads would pile up in memory until the whole file had.
+ * `signal` cancels the load at once, even while the download is stalled.
  */
-async function streamInto(loader, file, onBytes) {
-  let received = 0;
+async function streamInto(loader, file, onBytes, signal = null) {
+  const resumed = new AbortController();
   let reader = file.body.getReader();
-  for (let attempt = 0; ; ) {
-    let chunk;
-    try {
-      chunk = await reader.read();
-    } catch (e) {
-      if (e?.restart) throw e; // a damaged cache copy known only at its end: load again
-      if (!file.url || ++attempt > 3) throw coded('download', `${file.url ?? 'file'}: download interrupted after ${(received / 1e6).toFixed(1)} MB (${e.message}); press load to retry`);
-      const res = await fetch(file.url, { headers: { Range: `bytes=${received}-` } }).catch(() => null);
-      if (res?.status !== 206) throw coded('download', `${file.url}: download interrupted after ${(received / 1e6).toFixed(1)} MB and the server does not allow resuming; press load to retry`);
-      reader = res.body.getReader();
-      continue;
+  let received = 0;
+  try {
+    for (let attempt = 0; ; ) {
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch (e) {
+        if (signal?.aborted) throw cancelled();
+        if (e?.restart) throw e; // a damaged cache copy known only at its end: load again
+        if (!file.url || ++attempt > 3) throw coded('download', `${file.url ?? 'file'}: download interrupted after ${(received / 1e6).toFixed(1)} MB (${e.message}); press load to retry`);
+        const resume = AbortSignal.any([resumed.signal, signal].filter(Boolean));
+        const res = await fetch(file.url, { headers: { Range: `bytes=${received}-` }, signal: resume }).catch(() => null);
+        if (signal?.aborted) throw cancelled();
+        if (res?.status !== 206) throw coded('download', `${file.url}: download interrupted after ${(received / 1e6).toFixed(1)} MB and the server does not allow resuming; press load to retry`);
+        reader = res.body.getReader();
+        continue;
+      }
+      if (chunk.done) return;
+      loader.push(chunk.value);
+      received += chunk.value.byteLength;
+      onBytes(chunk.value.byteLength);
     }
-    if (chunk.done) return;
-    loader.push(chunk.value);
-    received += chunk.value.byteLength;
-    onBytes(chunk.value.byteLength);
+  } catch (e) {
+    reader.cancel(e).catch(() => {});
+    resumed.abort();
+    file.stop?.();
+    throw e;
   }
 }
 
@@ -189,7 +216,7 @@ async function streamInto(loader, file, onBytes) {
  * Opens a file of a source by name: {body, length, cached, url}, or null if optional and absent.
  * What the cache did goes into `log` (see fetchFile).
  */
-function opener(source, log) {
+function opener(source, log, signal) {
   if (source.kind === 'files') {
     const byName = new Map([...source.files].map((f) => [f.name, f]));
     return async (name, { optional = false } = {}) => {
@@ -202,7 +229,7 @@ function opener(source, log) {
     };
   }
   const base = sourceBase(source);
-  return (name, opts = {}) => fetchFile(new URL(name, base).href, { ...opts, log });
+  return (name, opts = {}) => fetchFile(new URL(name, base).href, { ...opts, log, signal });
 }
 
 /**
@@ -210,7 +237,7 @@ function opener(source, log) {
  * for offline use ({url, quota, reason}). `progress` receives
  * {phase, file, loaded, total, mbPerS, secondsLeft, cached}.
  */
-export async function loadModel(gpu, source, progress) {
+export async function loadModel(gpu, source, progress, signal = null) {
   if (source.kind === 'synthetic') {
     progress({ phase: 'tokenizer' });
     const [tok, cfg] = await Promise.all(['tokenizer.json', 'tokenizer_config.json'].map(async (n) => bytesOf(await fetchFile(new URL(n, TOKENIZER).href, { useCache: false }))));
@@ -221,7 +248,9 @@ export async function loadModel(gpu, source, progress) {
     const log = { writes: [], hits: [] };
     const gguf = ggufFile(source);
     try {
-      const engine = gguf ? await loadGguf(gpu, gguf, source.quant, log, progress) : await loadFolder(gpu, source, log, progress);
+      const engine = gguf
+        ? await loadGguf(gpu, gguf, source.quant, log, progress, signal)
+        : await loadFolder(gpu, source, log, progress, signal);
       // The cache copies finish once the downloads they share a stream with have been read.
       const uncached = (await Promise.all(log.writes)).filter(Boolean);
       return { engine, uncached };
@@ -238,8 +267,8 @@ export async function loadModel(gpu, source, progress) {
 }
 
 /** A model folder's files: config, safetensors shard by shard, tokenizer. */
-async function loadFolder(gpu, source, log, progress) {
-  const open = opener(source, log);
+async function loadFolder(gpu, source, log, progress, signal) {
+  const open = opener(source, log, signal);
   progress({ phase: 'config' });
   const config = await bytesOf(await open('config.json'));
   const loader = new WebLoader(gpu, config, source.quant);
@@ -249,13 +278,19 @@ async function loadFolder(gpu, source, log, progress) {
     const index = await open('model.safetensors.index.json', { optional: true });
     const shards = WebLoader.shardNames(index ? await bytesOf(index) : undefined);
     const files = [];
-    for (const name of shards) files.push([name, await open(name)]);
-    const total = files.reduce((sum, [, f]) => sum + (f.length ?? 0), 0) || loader.weightBytes();
-    const report = progressMeter(total, progress);
-    for (const [name, file] of files) {
-      loader.beginFile(name, file.length ?? undefined);
-      await streamInto(loader, file, (n) => report(name, n, file.cached));
-      loader.endFile();
+    try {
+      for (const name of shards) files.push([name, await open(name)]);
+      const total = files.reduce((sum, [, f]) => sum + (f.length ?? 0), 0) || loader.weightBytes();
+      const report = progressMeter(total, progress);
+      for (const [name, file] of files) {
+        loader.beginFile(name, file.length ?? undefined);
+        await streamInto(loader, file, (n) => report(name, n, file.cached), signal);
+        loader.endFile();
+      }
+    } catch (e) {
+      // The shards not read yet were opened for their lengths: their downloads end too.
+      for (const [, file] of files) file.stop?.();
+      throw e;
     }
     progress({ phase: 'tokenizer' });
     const tok = await bytesOf(await open('tokenizer.json'));
@@ -283,15 +318,15 @@ function progressMeter(total, progress) {
 }
 
 /** Streams one GGUF file (weights, tokenizer and chat template in one) into the GPU. */
-async function loadGguf(gpu, gguf, quant, log, progress) {
+async function loadGguf(gpu, gguf, quant, log, progress, signal) {
   const file = gguf.file
     ? { body: gguf.file.stream(), length: gguf.file.size, cached: false, url: null }
-    : await fetchFile(gguf.url, { log });
+    : await fetchFile(gguf.url, { log, signal });
   const name = gguf.file?.name ?? decodeURIComponent(new URL(gguf.url).pathname.split('/').pop());
   const loader = new WebGgufLoader(gpu, name, file.length ?? undefined, quant);
   try {
     const report = progressMeter(file.length ?? 0, progress);
-    await streamInto(loader, file, (n) => report(name, n, file.cached));
+    await streamInto(loader, file, (n) => report(name, n, file.cached), signal);
     progress({ phase: 'tokenizer' });
     return loader.finish();
   } finally {

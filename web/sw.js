@@ -12,22 +12,35 @@ self.addEventListener('install', (event) => {
   event.waitUntil(caches.open(SHELL).then((c) => c.addAll(FILES)).then(() => self.skipWaiting()));
 });
 
+// The models' own cache (models.js) is kept; older versions of this page's cache are not.
+const MODELS = 'onetoken-models-v1';
+
 self.addEventListener('activate', (event) => {
-  event.waitUntil(self.clients.claim());
+  event.waitUntil(
+    caches.keys()
+      .then((names) => Promise.all(names.filter((n) => n !== SHELL && n !== MODELS).map((n) => caches.delete(n))))
+      .then(() => self.clients.claim()),
+  );
 });
+
+// What this cache keeps: the page's files and the bundled models' list (a classroom offline
+// still picks its folders), each under its address without the query (`?doc=...` links are
+// one page). Anything else (a model file by URL on this host, a resumed range) passes through.
+const KEPT = new Set([...FILES, './models/index.json'].map((f) => new URL(f, self.location).pathname));
 
 self.addEventListener('fetch', (event) => {
   const url = new URL(event.request.url);
-  if (event.request.method !== 'GET' || url.origin !== location.origin || url.pathname.includes('/models/')) return;
+  if (event.request.method !== 'GET' || url.origin !== location.origin || !KEPT.has(url.pathname)) return;
+  const key = url.origin + url.pathname;
   event.respondWith(
     fetch(event.request)
       .then((res) => {
-        if (res.ok) {
+        if (res.status === 200) {
           const copy = res.clone();
-          caches.open(SHELL).then((c) => c.put(event.request, copy));
+          caches.open(SHELL).then((c) => c.put(key, copy)).catch(() => {});
         }
         return res;
       })
-      .catch(async () => (await caches.match(event.request, { ignoreSearch: true })) ?? Response.error()),
+      .catch(async () => (await caches.match(key)) ?? Response.error()),
   );
 });

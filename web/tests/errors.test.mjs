@@ -187,6 +187,57 @@ test('a mistyped ?model= says what it takes, and the picker still works', async 
   }
 });
 
+test('after a failed start-up load, Measure and Run say no model is loaded, and a model loaded by hand serves the scripting API', async () => {
+  const { page: other } = await browser.open('index.html?model=folder:missing&lang=ko');
+  try {
+    await other.waitForFunction(() => !document.getElementById('error').hidden);
+    assert.doesNotMatch(await other.textContent('#error-text'), /불러온 모델이 없습니다/);
+    await other.click('#bench-run');
+    await other.waitForFunction(() => /불러온 모델이 없습니다/.test(document.getElementById('error-text').textContent));
+    await other.evaluate(() => { document.getElementById('error').hidden = true; });
+    await other.click('button.run[data-strategy=b]');
+    await other.waitForFunction(() => !document.getElementById('error').hidden);
+    assert.match(await other.textContent('#error-text'), /불러온 모델이 없습니다/);
+    const info = await other.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' }));
+    assert.equal(info.synthetic, false);
+    const record = await other.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
+    assert.ok(record.choice, 'the API answers once a model is loaded');
+  } finally {
+    await other.close();
+  }
+});
+
+test('?strategy= runs at once, and a strategy the page has no button for is named', async () => {
+  const { page: runs } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en&strategy=b&q=Which%20color%20is%20the%20sky%3F');
+  try {
+    await runs.evaluate(() => window.onetoken.ready);
+    await runs.waitForFunction(() => !document.getElementById('result-section').hidden);
+    assert.equal(await runs.isVisible('#error'), false);
+  } finally {
+    await runs.close();
+  }
+  const { page: all } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en&strategy=all');
+  try {
+    await all.evaluate(() => window.onetoken.ready);
+    await all.waitForFunction(() => !document.getElementById('error').hidden);
+    assert.match(await all.textContent('#error-text'), /unknown strategy all \(both, a, a-free, b, b-full-head\)/);
+    const record = await all.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
+    assert.ok(record.choice, 'the page still works');
+  } finally {
+    await all.close();
+  }
+});
+
+test('a preset without batch questions fills the batch with its own question', async () => {
+  const { page: other } = await browser.open('index.html?model=nope:x&lang=en'); // no model needed
+  try {
+    await other.selectOption('#preset', 'sentiment');
+    assert.equal(await other.inputValue('#batch-questions'), await other.inputValue('#question'));
+  } finally {
+    await other.close();
+  }
+});
+
 test('after the error the page loads and runs the synthetic model', async () => {
   const info = await page.evaluate(() => window.onetoken.load({ kind: 'synthetic', name: 'qwen2.5-0.5b' }));
   assert.equal(info.synthetic, true);

@@ -86,3 +86,24 @@ test('1,000 judgments leave the engine\'s wasm memory and its GPU buffers where 
   assert.equal(after, before, 'no growth over 1,000 judgments');
   assert.deepEqual(errors, []);
 });
+
+test('a safetensors loader refuses a file begun before the last one ended, and a finish before its end', async () => {
+  const [worker] = page.workers();
+  const messages = await worker.evaluate(async () => {
+    const { WebGpu, WebLoader } = await import('./pkg/onetoken.js');
+    const gpu = await WebGpu.open(true, '');
+    const config = new Uint8Array(await (await fetch('models/tiny-qwen2/config.json')).arrayBuffer());
+    const tokenizer = new Uint8Array(await (await fetch('models/tiny-qwen2/tokenizer.json')).arrayBuffer());
+    const loader = new WebLoader(gpu, config);
+    const said = (f) => { try { f(); return 'accepted'; } catch (e) { return e.message; } };
+    loader.beginFile('model-00001-of-00002.safetensors');
+    const out = [said(() => loader.beginFile('model-00002-of-00002.safetensors')), said(() => loader.finish(tokenizer))];
+    loader.free();
+    gpu.free();
+    return out;
+  });
+  assert.deepEqual(messages, [
+    'beginFile before the file begun last has ended (endFile)',
+    'finish before the last file has ended (endFile)',
+  ]);
+});

@@ -5,11 +5,21 @@
 // and a browser without WebGPU. Each says what happened, keeps what was typed,
 // and the next run works.
 import assert from 'node:assert/strict';
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startServer } from '../../scripts/static-server.mjs';
 import { openBrowser, TINY } from './browser.mjs';
 
 const IDS = [1, 5, 9, 200];
+const STALLED = { stallAfter: 100_000, stallMs: 1500 }; // the server counts how each response ends
+const MISMATCHED = { stallAfter: 100_000, stallMs: 1500 }; // weights that do not fit their config
+let mismatched; // a folder: the tiny model with a config its weights do not match
+// The tiny model's small files as a host that compresses them sends them (the server counts
+// the requests each answers).
+const GZIPPED = ['config.json', 'tokenizer.json', 'tokenizer_config.json'];
+const gzipped = Object.fromEntries(GZIPPED.map((name) => [`/models/gzipped/${name}`, { gzip: true }]));
 const REQUEST = { user: 'Which color is the sky?', choices: ['blue', 'red', 'yellow'] };
 let browser;
 let page;
@@ -30,6 +40,10 @@ async function assertStillWorks(what) {
 
 before(async () => {
   elsewhere = await startServer(TINY);
+  mismatched = await mkdtemp(path.join(tmpdir(), 'onetoken-mismatched-'));
+  for (const f of ['model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) await copyFile(path.join(TINY, f), path.join(mismatched, f));
+  const config = JSON.parse(await readFile(path.join(TINY, 'config.json')));
+  await writeFile(path.join(mismatched, 'config.json'), JSON.stringify({ ...config, vocab_size: 1000 }));
   browser = await openBrowser({
     mounts: {
       '/models/tiny-qwen2/': TINY,
@@ -39,12 +53,16 @@ before(async () => {
       '/models/cached/': TINY,
       '/models/hashed/': TINY,
       '/models/stalled/': TINY,
+      '/models/gzipped/': TINY,
+      '/models/mismatched/': mismatched,
     },
     faults: {
       '/models/cut-once/model.safetensors': { cutAfter: 100_000, cuts: 1 },
       '/models/cut-always/model.safetensors': { cutAfter: 100_000, cuts: Infinity, ranges: false },
       '/models/hashed/model.safetensors': { sha256: true },
-      '/models/stalled/model.safetensors': { stallAfter: 100_000, stallMs: 1500 },
+      '/models/stalled/model.safetensors': STALLED,
+      '/models/mismatched/model.safetensors': MISMATCHED,
+      ...gzipped,
     },
   });
   ({ page } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en'));
@@ -56,6 +74,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await elsewhere?.close();
+  if (mismatched) await rm(mismatched, { recursive: true, force: true });
 });
 
 test('a 404 address names the missing file', async () => {
@@ -128,6 +147,17 @@ test('a damaged cached copy is detected, removed and fetched again', async () =>
     await cache.put(url, new Response(bytes, { headers: hit.headers }));
   }, base + 'model.safetensors');
   assert.equal(await load({ kind: 'folder', name: 'cached' }), 'loaded');
+  assert.deepEqual(await page.evaluate((ids) => window.onetoken.logits(ids), IDS), want);
+});
+
+test('files a host sends compressed are cached whole and read from the cache next time', async () => {
+  // Content-Length counts the compressed bytes; the page gets them decompressed.
+  assert.equal(await load({ kind: 'folder', name: 'gzipped' }), 'loaded');
+  assert.deepEqual(await page.evaluate((ids) => window.onetoken.logits(ids), IDS), want);
+  const requests = () => GZIPPED.map((name) => gzipped[`/models/gzipped/${name}`].requests);
+  assert.deepEqual(requests(), [1, 1, 1]);
+  assert.equal(await load({ kind: 'folder', name: 'gzipped' }), 'loaded');
+  assert.deepEqual(requests(), [1, 1, 1], 'the second load read them from the cache, not as damaged copies');
   assert.deepEqual(await page.evaluate((ids) => window.onetoken.logits(ids), IDS), want);
 });
 
@@ -211,6 +241,9 @@ test('a load cancelled mid-download stops there, and the model in use stays load
   assert.equal(await result, 'cancelled');
   // What the cancelled load put on the GPU is freed at once, not left to the garbage collector.
   assert.deepEqual(await liveBuffers(), { count: 0, bytes: 0 });
+  // The download stops too: the copy meant for the cache does not go on fetching the file
+  // (and holding, unread, what the load no longer reads).
+  assert.deepEqual(await responseEnded(STALLED), { dropped: 1, finished: undefined });
   assert.match(await page.textContent('#run-status'), /Cancelled/);
   assert.equal(await page.textContent('#model-status'), inUse, 'the status names the model still in use');
   assert.equal(await page.isVisible('#model-progress'), false);
@@ -218,6 +251,22 @@ test('a load cancelled mid-download stops there, and the model in use stays load
   const logits = await page.evaluate((ids) => window.onetoken.logits(ids), IDS);
   assert.deepEqual(logits, want, 'the model in use still answers, unchanged');
   await assertStillWorks('cancelled load');
+});
+
+/** Waits until the server has ended `fault`'s response, whole or dropped (at most 5 s). */
+async function responseEnded(fault) {
+  for (let waited = 0; !fault.finished && !fault.dropped && waited < 5000; waited += 100) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return { dropped: fault.dropped, finished: fault.finished };
+}
+
+test('a load that fails part way through a download ends the download', async () => {
+  const message = await load({ kind: 'folder', name: 'mismatched' });
+  assert.match(message, /expected shape \[1000, 64\]/);
+  // The copy meant for the cache does not go on fetching (and holding) the rest of the file.
+  assert.deepEqual(await responseEnded(MISMATCHED), { dropped: 1, finished: undefined });
+  await assertStillWorks('failed load');
 });
 
 /**
