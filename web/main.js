@@ -363,7 +363,11 @@ function renderBench() {
 // ---- Embed ------------------------------------------------------------------------------
 function postHeight() {
   if (embed && window.parent !== window) {
-    window.parent.postMessage({ type: 'onetoken:height', height: document.documentElement.scrollHeight }, '*');
+    // The content's own height: the document's scrollHeight is never less than the frame, so a
+    // frame the parent once grew would never shrink again.
+    const body = document.body;
+    const height = Math.ceil(body.getBoundingClientRect().bottom + window.scrollY + parseFloat(getComputedStyle(body).marginBottom));
+    window.parent.postMessage({ type: 'onetoken:height', height }, '*');
   }
 }
 

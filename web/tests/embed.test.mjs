@@ -60,6 +60,14 @@ test('embedded, the page posts its height to the parent', async () => {
   await page.waitForFunction(() => window.heights.length > 0, null, { timeout: 60_000 });
   const heights = await page.evaluate(() => window.heights);
   assert.ok(heights.every((h) => h > 100 && h < 5000), JSON.stringify(heights));
+  // Grown by the parent, the frame is told the content's height, not its own: it can shrink.
+  const content = heights.at(-1);
+  await page.evaluate(() => { document.getElementById('f').style.height = '3000px'; });
+  await frame.locator('#choice-new').fill('perhaps');
+  await frame.locator('#choice-add').click();
+  await page.waitForFunction((n) => window.heights.length > n, heights.length);
+  const after = await page.evaluate(() => window.heights.at(-1));
+  assert.ok(after < 1500 && Math.abs(after - content) < 100, `posted ${after}px in a 3000px frame (content ${content}px)`);
 });
 
 test('the language switch changes the strings', async () => {
