@@ -201,6 +201,7 @@ async function load(source) {
     loadingModel = true;
     try {
       const result = await client.call('load', { source }, (p) => showProgress(p, t(), fill));
+      if (JSON.stringify(source) !== JSON.stringify(loadedModel?.source)) forgetMeasurements();
       loadedModel = { source, info: result.info, uncached: result.uncached };
       modelInfo = result.info;
       $('synthetic-note').hidden = !modelInfo.synthetic;
@@ -217,6 +218,18 @@ async function load(source) {
       showModelLine();
     }
   });
+}
+
+/**
+ * Drops what was measured on another model: its timings would price this one's estimates and
+ * the workload's projection, and its export would bear this model's name.
+ */
+function forgetMeasurements() {
+  [lastJudgments, lastChoices, lastBatch, lastReport] = [[], null, null, null];
+  $('result-section').hidden = true;
+  $('bench-results').hidden = true;
+  $('batch-table').hidden = true;
+  for (const id of ['batch-status', 'bench-status', 'workload-result']) $(id).textContent = '';
 }
 
 /** The model in use, or that none is. */

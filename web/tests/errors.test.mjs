@@ -238,10 +238,15 @@ test('a preset without batch questions fills the batch with its own question', a
   }
 });
 
-test('after the error the page loads and runs the synthetic model', async () => {
+test('after the error the page loads and runs the synthetic model, and drops what the last model measured', async () => {
+  await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' }));
+  await page.click('button.run[data-strategy=b]');
+  await page.waitForFunction(() => !document.getElementById('result-section').hidden);
   const info = await page.evaluate(() => window.onetoken.load({ kind: 'synthetic', name: 'qwen2.5-0.5b' }));
   assert.equal(info.synthetic, true);
   assert.equal(await page.isVisible('#error'), false);
+  // The tiny model's answer and timings are not shown (or exported) as this model's.
+  assert.equal(await page.isVisible('#result-section'), false);
 });
 
 test('bad choices are refused with a specific message', async () => {
