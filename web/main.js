@@ -32,9 +32,11 @@ let modelInfo = null;
 let loadedModel = null; // {source, info, uncached} of the model in use
 let started = false; // the engine worker is up and has a GPU: the buttons can work
 let busyCalls = 0; // engine calls the page is waiting on (see setBusy)
+let batchRunning = false; // the batch's line says it is busy until its result comes
+let shownError = null; // {error, remake} in the error box (see showError)
 let gpuInfo = null;
 let lastBatch = null;
-const runStatus = new RunStatus($('run-status'), t, fill);
+const runStatus = new RunStatus($('run-status'), t, fill, $('run-announce'));
 
 // ---- Language -------------------------------------------------------------------------
 function applyLanguage() {
@@ -52,8 +54,10 @@ function applyLanguage() {
   renderResults();
   renderBench();
   if (started && !loadingModel) showModelLine();
-  renderBatch();
+  if (batchRunning) $('batch-status').textContent = t().busy;
+  else renderBatch();
   if (!$('workload').hidden) showWorkloadPlan(workloadSize(gpuInfo), t(), fill);
+  if (shownError && !$('error').hidden) showError(shownError.remake?.() ?? shownError.error, shownError.remake);
 }
 
 function setLanguage(next) {
@@ -88,7 +92,8 @@ function addChoice() {
   const value = $('choice-new').value;
   if (!value.trim()) return;
   if (choices.includes(value)) {
-    showError(new Error(fill(t().choiceExists, { choice: value })));
+    const exists = () => new Error(fill(t().choiceExists, { choice: value }));
+    showError(exists(), exists);
     return;
   }
   clearError();
@@ -138,7 +143,12 @@ function currentRequest() {
 }
 
 // ---- Status and errors ----------------------------------------------------------------
-function showError(e) {
+/**
+ * Shows `e` in the error box. The language switch shows it again in the new language: an
+ * engine error's kind is re-worded; a message the page wrote is re-made by `remake`.
+ */
+function showError(e, remake = null) {
+  shownError = { error: e, remake };
   const message = e?.message ?? String(e);
   const lost = e?.code === 'device_lost';
   const kind = t().errorKinds[e?.code];
@@ -156,6 +166,7 @@ function noWebgpu(e) {
 
 function clearError() {
   $('error').hidden = true;
+  shownError = null;
 }
 
 /**
@@ -277,7 +288,7 @@ async function estimateText(request, strategies) {
     ms = estimateMs(measured, tokens + 30, strategies);
   }
   if (ms === null) return t().noEstimate;
-  return fill(ms > 60_000 ? t().estimateLong : t().estimate, { time: duration(ms) });
+  return fill(ms > 60_000 ? t().estimateLong : t().estimate, { time: duration(ms, t()) });
 }
 
 function renderResults() {
@@ -315,7 +326,9 @@ async function runBatch() {
     const questions = $('batch-questions').value.split('\n').map((q) => q.trim()).filter(Boolean);
     const requests = questions.map((q) => ({ ...currentRequest(), user: userMessage(doc, q) }));
     $('batch-status').textContent = t().busy;
-    const result = await client.call('batch', { requests, sharedPrefix: $('batch-shared').checked });
+    batchRunning = true;
+    const result = await client.call('batch', { requests, sharedPrefix: $('batch-shared').checked })
+      .finally(() => { batchRunning = false; });
     lastBatch = { ...result, questions };
     renderBatch();
     return result;

@@ -37,16 +37,21 @@ export function estimateMs({ report, judgments, probe }, promptTokens, strategie
   return strategies.reduce((sum, s) => sum + prefill(promptTokens) + (REPLY_STEPS[s] ? REPLY_STEPS[s] * decode : 0), 0);
 }
 
-/** "12 s", "3 min". */
-export function duration(ms) {
+/** "12 s", "3 min" in the language of `t` (the page's strings; English without). */
+export function duration(ms, t = null) {
   const s = ms / 1000;
-  return s < 90 ? `${Math.max(1, Math.round(s))} s` : `${Math.round(s / 60)} min`;
+  const [seconds, minutes] = [t?.durationSeconds ?? '{n} s', t?.durationMinutes ?? '{n} min'];
+  return s < 90 ? seconds.replace('{n}', Math.max(1, Math.round(s))) : minutes.replace('{n}', Math.round(s / 60));
 }
 
-/** The status line of a run: what it is doing and for how long, refreshed every half second. */
+/**
+ * The status line of a run: what it is doing and for how long, refreshed every half second.
+ * `announce` (a live region) hears the steps and the end only: a screen reader would read the
+ * clock's every tick.
+ */
 export class RunStatus {
-  constructor(el, t, fill) {
-    Object.assign(this, { el, t, fill, timer: null, step: '', start: 0, estimate: '' });
+  constructor(el, t, fill, announce = null) {
+    Object.assign(this, { el, t, fill, announce, timer: null, step: '', start: 0, estimate: '' });
   }
 
   /** Starts the clock; `estimate` (text) stays beside it. */
@@ -67,8 +72,13 @@ export class RunStatus {
   }
 
   show() {
-    const elapsed = duration(performance.now() - this.start);
+    const elapsed = duration(performance.now() - this.start, this.t());
     this.el.textContent = [this.step, elapsed, this.estimate].filter(Boolean).join(' · ');
+    this.say(this.step);
+  }
+
+  say(text) {
+    if (this.announce && this.announce.textContent !== text) this.announce.textContent = text;
   }
 
   /** Stops the clock; `text` replaces the status line. */
@@ -76,5 +86,6 @@ export class RunStatus {
     clearInterval(this.timer);
     this.timer = null;
     this.el.textContent = text;
+    this.say(text);
   }
 }

@@ -16,6 +16,7 @@ export function wireTakeAway({ state, settings }) {
         type: 'button', textContent: format.toUpperCase(), className: 'small-button',
       });
       button.dataset.chart = chart.id;
+      button.setAttribute('aria-describedby', chart.id); // the chart's own label names what it saves
       button.dataset.format = format;
       button.onclick = () => saveChart(chart, format);
       tools.append(button);

@@ -35,13 +35,13 @@ export async function runWorkloadOnPage({ size, lang, t, fill, judgeBatch, userM
   const lines = [
     fill(t.workloadMeasured, {
       judgments: result.judgments, documents: size.documents, questions: size.questions,
-      time: duration(result.totalMs), rate: result.judgmentsPerS.toFixed(1), longest: `${longest.toFixed(0)} ms`,
+      time: duration(result.totalMs, t), rate: result.judgmentsPerS.toFixed(1), longest: `${longest.toFixed(0)} ms`,
     }),
     projection.deviceMs === null ? t.workloadNoModel : fill(t.workloadDevice, {
-      time: duration(projection.deviceMs), bound: `${projection.latencyBoundMs.toFixed(0)} ms`,
+      time: duration(projection.deviceMs, t), bound: `${projection.latencyBoundMs.toFixed(0)} ms`,
     }),
     fill(t.workloadHosted, {
-      time: duration(projection.hostedMs), bound: `${projection.hostedLatencyMs.toFixed(0)} ms`,
+      time: duration(projection.hostedMs, t), bound: `${projection.hostedLatencyMs.toFixed(0)} ms`,
     }),
   ];
   status.replaceChildren(...lines.map((l) => Object.assign(document.createElement('p'), { textContent: l })));

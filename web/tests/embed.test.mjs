@@ -78,4 +78,15 @@ test('the language switch changes the strings', async () => {
   assert.equal(await page.textContent('button.run[data-strategy=b]'), ko.runB);
   await page.click('#lang-en');
   assert.equal(await page.textContent('button.run[data-strategy=b]'), en.runB);
+  // What is on show follows too: an error the page wrote, the batch table's heads.
+  await page.evaluate(() => window.onetoken.ready);
+  await page.fill('#choice-new', 'blue');
+  await page.click('#choice-add');
+  await page.fill('#choice-new', 'blue');
+  await page.click('#choice-add');
+  assert.equal(await page.textContent('#error-text'), en.choiceExists.replace('{choice}', 'blue'));
+  await page.click('#lang-ko');
+  assert.equal(await page.textContent('#error-text'), ko.choiceExists.replace('{choice}', 'blue'));
+  assert.equal(await page.textContent('#batch-table th'), ko.batchColumnQuestion);
+  await page.click('#lang-en');
 });

@@ -25,21 +25,40 @@ test('the estimate follows the cost model, else the last judgments, else there i
   assert.equal(estimateMs({ judgments: onlyB }, 400, ['a', 'b']), null, 'then the page probes');
   assert.equal(estimateMs({ judgments: onlyB, probe }, 400, ['a']), 2000 + 8 * 25);
   assert.deepEqual([duration(400), duration(12_400), duration(200_000)], ['1 s', '12 s', '3 min']);
+  assert.deepEqual([duration(12_400, ko), duration(200_000, ko)], ['12초', '3분'], 'in the page language');
 });
 
 test('a run shows its phase and step, with the elapsed time', () => {
-  for (const [strings, want] of [[en, ['A (schema): prefill of 612 tokens', 'A (schema): decode step 3']],
-    [ko, [`${ko.charts.strategy.a}: 612토큰 프리필`, `${ko.charts.strategy.a}: 디코드 3번째 스텝`]]]) {
+  for (const [strings, want] of [[en, ['A (schema): prefill of 612 tokens', 'A (schema): decode step 3', '1 s']],
+    [ko, [`${ko.charts.strategy.a}: 612토큰 프리필`, `${ko.charts.strategy.a}: 디코드 3번째 스텝`, '1초']]]) {
     const el = { textContent: '' };
     const status = new RunStatus(el, () => strings, fill);
     status.begin('about 3 min on this device');
     status.progress({ strategy: 'a', phase: 'prefill', step: 0, tokens: 612 });
     status.show();
-    assert.equal(el.textContent, `${want[0]} · 1 s · about 3 min on this device`);
+    assert.equal(el.textContent, `${want[0]} · ${want[2]} · about 3 min on this device`);
     status.progress({ strategy: 'a', phase: 'decode', step: 2, tokens: 1 });
     status.show();
     assert.ok(el.textContent.startsWith(want[1]), el.textContent);
     status.end('done');
     assert.equal(el.textContent, 'done');
   }
+});
+
+test('the live region hears each step and the end, not the clock', () => {
+  const el = { textContent: '' };
+  const announce = { textContent: '', writes: 0 };
+  const heard = new Proxy(announce, { set: (o, k, v) => { if (k === 'textContent') o.writes += 1; o[k] = v; return true; } });
+  const status = new RunStatus(el, () => en, fill, heard);
+  status.begin();
+  status.show();
+  status.show();
+  assert.equal(announce.writes, 1, 'one step, said once');
+  status.progress({ strategy: 'b', phase: 'prefill', tokens: 12 });
+  status.show();
+  status.show();
+  assert.equal(announce.writes, 2);
+  status.end('Done');
+  assert.equal(announce.textContent, 'Done');
+  assert.match(el.textContent, /^Done$/);
 });
