@@ -266,6 +266,29 @@ fn bad_batches_are_refused_before_any_work() {
     assert!(model.forget(7).is_err() && model.share_prefix(0, 9, 0).is_err());
 }
 
+/// A resize frees the old set-up before making the new one (the two never hold memory at
+/// once); one that cannot be made leaves the old sizes set up again, and the model answers.
+#[test]
+fn a_resize_that_cannot_be_made_leaves_the_old_sizes_working() {
+    let r = tiny_ref();
+    let input = ids(&r["input_ids"]);
+    let mut model = tiny_model(None);
+    let before = model.options();
+    let want = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_LAST)).unwrap();
+    // A KV cache past any binding: refused by name.
+    let huge = ModelOptions { kv_slots: 1 << 24, ..before };
+    let err = model.resize(huge).unwrap_err().to_string();
+    assert!(err.contains("KV cache") && err.contains("max_storage_buffer_binding_size"), "{err}");
+    assert_eq!(model.options(), before);
+    let again = block(model.prefill(&[Sequence { slot: 1, tokens: &input }], LOGITS_LAST)).unwrap();
+    assert_eq!(again.rows[0].logits, want.rows[0].logits);
+    let grown = ModelOptions { kv_capacity: 128, ..before };
+    model.resize(grown).unwrap();
+    assert_eq!(model.options(), grown);
+    let grown_out = block(model.prefill(&[Sequence { slot: 0, tokens: &input }], LOGITS_LAST)).unwrap();
+    assert_close(&grown_out.rows[0].logits, &want.rows[0].logits, 1e-5, 1e-5, "after a resize");
+}
+
 /// The full-vocabulary head's logits are sized by its own rows: a set-up for many read-out rows
 /// through the choices' rows (strategy C) holds one row of vocabulary logits, and a full-head
 /// read of more rows than that is refused by name.

@@ -184,13 +184,29 @@ impl Model {
     }
 
     /// Sets the model up again at other sizes, on the same weights (a new KV cache and
-    /// activations; every slot starts empty).
+    /// activations; every slot starts empty). The old set-up's buffers are freed first, so the
+    /// two never take GPU memory at once (a long prompt's cache may be most of it); where the
+    /// new one cannot be made, the old sizes are set up again and the error returned.
     pub fn resize(&mut self, options: ModelOptions) -> Result<()> {
+        let (old, gpu, weights) = (self.options, self.gpu.clone(), self.weights.clone());
         let (profiling, cancel, ahead) = (self.profiler.is_some(), self.cancel.clone(), self.encode_ahead);
-        *self = Self::new(self.gpu.clone(), self.weights.clone(), options)?;
+        // A one-token set-up in its place frees the old buffers (a model is never without one).
+        *self = Self::new(gpu.clone(), weights.clone(), ModelOptions::single(1))?;
+        let resized = Self::new(gpu.clone(), weights.clone(), options);
+        let result = match resized {
+            Ok(model) => {
+                *self = model;
+                Ok(())
+            }
+            Err(e) => {
+                *self = Self::new(gpu, weights, old)?;
+                Err(e)
+            }
+        };
         self.cancel = cancel;
         self.encode_ahead = ahead;
-        self.set_profiling(profiling)
+        self.set_profiling(profiling)?;
+        result
     }
 
     /// A flag that, once set, makes every later forward fail with [`Error::Cancelled`] before
