@@ -266,6 +266,36 @@ fn bad_batches_are_refused_before_any_work() {
     assert!(model.forget(7).is_err() && model.share_prefix(0, 9, 0).is_err());
 }
 
+/// A prefill of more tokens than the set-up's `max_tokens` runs in passes (a sequence split
+/// across them continues in the cache) and reads out what one pass would.
+#[test]
+fn a_prefill_past_one_pass_runs_in_passes_and_equals_one_pass() {
+    let input: Vec<u32> = (0..30).map(|i| (i * 37 + 5) % 512).collect();
+    let mut whole = tiny_model(None);
+    let mut split = tiny_model(None);
+    split.resize(ModelOptions { max_tokens: 16, ..split.options() }).unwrap();
+    // 5 + 30 + 25 tokens: the second sequence runs in three passes.
+    let batch = [
+        Sequence { slot: 0, tokens: &input[..5] },
+        Sequence { slot: 1, tokens: &input },
+        Sequence { slot: 2, tokens: &input[5..] },
+    ];
+    let want = block(whole.prefill(&batch, Readout::last(Head::Full { top_k: 3, ids: &[7, 9] }))).unwrap();
+    let got = block(split.prefill(&batch, Readout::last(Head::Full { top_k: 3, ids: &[7, 9] }))).unwrap();
+    assert_eq!(got.rows.len(), 3);
+    for (i, (g, w)) in got.rows.iter().zip(&want.rows).enumerate() {
+        assert_close(&g.logits, &w.logits, 1e-5, 1e-5, &format!("row {i}"));
+        assert_eq!(g.top.iter().map(|t| t.0).collect::<Vec<_>>(), w.top.iter().map(|t| t.0).collect::<Vec<_>>());
+    }
+    assert!(got.timing.wall_ms > 0.0);
+    // The cache holds every token: the next decode step agrees too.
+    let step = [(0, 11), (1, 12), (2, 13)];
+    let (a, b) = (block(whole.decode(&step, LOGITS_LAST)).unwrap(), block(split.decode(&step, LOGITS_LAST)).unwrap());
+    for (g, w) in b.rows.iter().zip(&a.rows) {
+        assert_close(&g.logits, &w.logits, 1e-5, 1e-5, "decode after the passes");
+    }
+}
+
 /// A resize frees the old set-up before making the new one (the two never hold memory at
 /// once); one that cannot be made leaves the old sizes set up again, and the model answers.
 #[test]

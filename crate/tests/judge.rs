@@ -379,3 +379,34 @@ fn weights_that_give_nan_logits_fail_clearly_instead_of_answering() {
         assert!(err.to_string().contains("the model's output is not a number"), "{err}");
     }
 }
+
+/// On a device that binds little (here 64 KiB), a prompt whose MLP activations exceed one
+/// binding is prefilled in several passes and judged as on a device that binds it whole.
+#[test]
+fn a_prompt_past_one_binding_is_judged_in_passes_as_in_one() {
+    let small = Rc::new(Gpu::new_blocking(GpuOptions { max_binding: Some(64 << 10), ..Default::default() }).unwrap());
+    let weights = load_dir(&small, &fixture("tiny-qwen2"), None).unwrap();
+    let model = Model::new(small.clone(), weights, ModelOptions::STARTING).unwrap();
+    let mut e_small = Engine::new(model, Tokenizer::load(&fixture("tiny-qwen2")).unwrap());
+    let config = e_small.model().config().clone();
+    assert_eq!(Model::pass_tokens(&small, &config), 128);
+    let mut e = engine(1);
+    let req = request(&"blue ".repeat(400), &["x", "y"]);
+    for strategy in [Strategy::PrefillOneToken, Strategy::TokenByToken] {
+        let (want, got) =
+            (block(e.judge(&req, strategy, 0)).unwrap(), block(e_small.judge(&req, strategy, 0)).unwrap());
+        assert!(got.prompt_tokens > 400 && e_small.model().options().max_tokens <= 128);
+        assert_eq!(got.choice, want.choice);
+        assert_close(&got.probs, &want.probs, 1e-4, 1e-4, "probs");
+    }
+    // A batch of more tokens than one pass: each judgment as from one pass.
+    let batch: Vec<JudgeRequest> =
+        ["Blue?", "Red?", "Green?", "Gray?", "Black?"].map(|q| request(q, &["x", "y"])).into();
+    let (_, want) = block(e.judge_batch(&batch, PrefixSharing::Off)).unwrap();
+    let (record, got) = block(e_small.judge_batch(&batch, PrefixSharing::Off)).unwrap();
+    assert!(record.batch_prefill_tokens > 128, "{}", record.batch_prefill_tokens);
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.choice, w.choice);
+        assert_close(&g.probs, &w.probs, 1e-4, 1e-4, "batch probs");
+    }
+}

@@ -17,6 +17,9 @@ pub struct GpuOptions {
     /// Split weight matrices into chunks of at most this many bytes even where the device
     /// could bind more: exercises the split path that big embeddings take on real devices.
     pub weight_chunk_bytes: Option<u64>,
+    /// Bind at most this many bytes at once even where the device could bind more: runs what a
+    /// device with small limits runs (a prefill in several passes, weights in chunks).
+    pub max_binding: Option<u64>,
     /// Skip GPU timestamps even where the device has them.
     pub no_timestamps: bool,
     /// Profile mode gives each dispatch a compute pass of its own, as it must in a browser, even
@@ -128,6 +131,7 @@ impl Gpu {
             .map_err(|e| Error::Gpu(format!("the adapter refused a device: {e}")))?;
         let (lost, uncaptured) = watch_errors(&device);
         let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let max_binding = options.max_binding.unwrap_or(u64::MAX).min(max_binding);
         let weight_chunk_bytes = options.weight_chunk_bytes.unwrap_or(u64::MAX).min(max_binding);
         let info = adapter.get_info();
         let family = options.kernels.unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {

@@ -227,8 +227,10 @@ impl Engine {
             )));
         }
         let step = |n: usize| n.next_multiple_of(GROWTH_STEP);
+        // More tokens than one pass holds on this device prefill in several (Model::prefill).
+        let pass = Model::pass_tokens(self.model.gpu(), self.model.config());
         self.model.grow_to(ModelOptions {
-            max_tokens: step(room.batch_tokens).min(grid),
+            max_tokens: step(room.batch_tokens).min(pass),
             kv_slots: room.slots,
             kv_capacity: step(room.longest).min(context),
             max_rows: room.rows,

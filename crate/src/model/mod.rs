@@ -289,9 +289,32 @@ impl Model {
         })
     }
 
-    /// Prefill: runs token sequences (of any lengths) through the model in one pass.
+    /// Most tokens one pass can run on `gpu`: a grid row each, and `[tokens, intermediate]` MLP
+    /// activations within one binding. A prefill of more runs in several passes
+    /// ([`Model::prefill`]).
+    pub fn pass_tokens(gpu: &Gpu, config: &Qwen2Config) -> usize {
+        let grid = gpu.limits().max_compute_workgroups_per_dimension as usize;
+        let per_binding = gpu.max_binding() / (4 * config.intermediate_size as u64);
+        grid.min(usize::try_from(per_binding).unwrap_or(usize::MAX)).max(1)
+    }
+
+    /// Prefill: runs token sequences (of any lengths) through the model: in one pass where
+    /// they fit this set-up's `max_tokens`, else, where each sequence's last position is read
+    /// out, in passes of at most that many tokens (a long sequence split across passes: the
+    /// cache carries it on), one result row per sequence as from one pass.
     pub async fn prefill(&mut self, batch: &[Sequence<'_>], readout: Readout<'_>) -> Result<ForwardOut> {
-        self.forward(batch, readout).await
+        let total: usize = batch.iter().map(|s| s.tokens.len()).sum();
+        if total <= self.options.max_tokens || readout.positions != Positions::Last {
+            return self.forward(batch, readout).await;
+        }
+        let (mut rows, mut timing, mut profile) = (Vec::new(), None::<ForwardTiming>, Vec::new());
+        for pass in passes(batch, self.options.max_tokens) {
+            let mut part = self.forward(&pass.sequences, readout).await?;
+            rows.extend(pass.ending.iter().map(|&i| std::mem::take(&mut part.rows[i])));
+            timing = Some(timing.map_or(part.timing, |t| t.then(&part.timing)));
+            profile.extend(part.profile);
+        }
+        Ok(ForwardOut { rows, timing: timing.unwrap_or_default(), profile })
     }
 
     /// Decode: one new token per slot, each after what its slot already holds.
@@ -465,4 +488,68 @@ fn profiled_timing(
     let (layers, head) = dispatches.split_at(layers_end);
     let timing = ForwardTiming { gpu_layers_ms: sum(layers), gpu_head_ms: sum(head), ..Default::default() };
     (timing, dispatches)
+}
+
+/// One pass of a prefill split over several ([`Model::prefill`]): its pieces of sequences, and
+/// which of them end their sequence (their rows are the results; the others' are dropped).
+struct PrefillPass<'a> {
+    sequences: Vec<Sequence<'a>>,
+    ending: Vec<usize>,
+}
+
+/// `batch` in passes of at most `limit` tokens, in order: each pass takes what is left of the
+/// sequences until it is full, so a sequence longer than the room left is split, its first
+/// piece ending this pass and the rest starting the next (a slot appears once per pass).
+fn passes<'a>(batch: &[Sequence<'a>], limit: usize) -> Vec<PrefillPass<'a>> {
+    let mut out = Vec::new();
+    let mut pass = PrefillPass { sequences: Vec::new(), ending: Vec::new() };
+    let mut room = limit;
+    for seq in batch {
+        let mut rest = seq.tokens;
+        while !rest.is_empty() {
+            let (piece, after) = rest.split_at(rest.len().min(room));
+            if after.is_empty() {
+                pass.ending.push(pass.sequences.len());
+            }
+            pass.sequences.push(Sequence { slot: seq.slot, tokens: piece });
+            (rest, room) = (after, room - piece.len());
+            if room == 0 {
+                out.push(std::mem::replace(&mut pass, PrefillPass { sequences: Vec::new(), ending: Vec::new() }));
+                room = limit;
+            }
+        }
+    }
+    if !pass.sequences.is_empty() {
+        out.push(pass);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefill_splits_into_passes_of_at_most_the_limit_and_reads_each_sequence_where_it_ends() {
+        let tokens: Vec<u32> = (0..42).collect();
+        let batch = [
+            Sequence { slot: 0, tokens: &tokens[..10] },
+            Sequence { slot: 1, tokens: &tokens[10..35] },
+            Sequence { slot: 2, tokens: &tokens[35..] },
+        ];
+        // Per pass: (slot, tokens) of each piece, and the pieces that end their sequence.
+        type Laid = (Vec<(usize, usize)>, Vec<usize>);
+        let laid: Vec<Laid> = passes(&batch, 16)
+            .into_iter()
+            .map(|p| (p.sequences.iter().map(|s| (s.slot, s.tokens.len())).collect(), p.ending))
+            .collect();
+        assert_eq!(
+            laid,
+            [(vec![(0, 10), (1, 6)], vec![0]), (vec![(1, 16)], vec![]), (vec![(1, 3), (2, 7)], vec![0, 1])]
+        );
+        let flat: Vec<u32> =
+            passes(&batch, 16).iter().flat_map(|p| p.sequences.iter().flat_map(|s| s.tokens)).copied().collect();
+        assert_eq!(flat, tokens, "every token once, in order");
+        assert_eq!(passes(&batch, 42).len(), 1);
+    }
 }

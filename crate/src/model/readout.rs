@@ -105,6 +105,20 @@ pub struct ForwardTiming {
 }
 
 impl ForwardTiming {
+    /// The times of this pass and `next` of the same call together (a prefill run in several);
+    /// GPU times where both have them.
+    pub fn then(self, next: &ForwardTiming) -> ForwardTiming {
+        let sum = |a: Option<f64>, b: Option<f64>| Some(a? + b?);
+        ForwardTiming {
+            wall_ms: self.wall_ms + next.wall_ms,
+            readback_ms: self.readback_ms + next.readback_ms,
+            encode_ms: self.encode_ms + next.encode_ms,
+            encoded_ahead: self.encoded_ahead && next.encoded_ahead,
+            gpu_layers_ms: sum(self.gpu_layers_ms, next.gpu_layers_ms),
+            gpu_head_ms: sum(self.gpu_head_ms, next.gpu_head_ms),
+        }
+    }
+
     /// GPU time of the whole forward, where the device measures it.
     pub fn gpu_ms(&self) -> Option<f64> {
         Some(self.gpu_layers_ms? + self.gpu_head_ms?)
