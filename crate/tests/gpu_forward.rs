@@ -260,6 +260,12 @@ fn bad_batches_are_refused_before_any_work() {
     let twice = [Sequence { slot: 1, tokens: &[1] }, Sequence { slot: 1, tokens: &[2] }];
     assert!(err(&mut model, &twice).contains("appears twice"));
     assert!(err(&mut model, &[]).contains("empty batch"));
+    // Past one pass (64 tokens here), a bad token in what would be the second pass is refused
+    // before the first runs.
+    let mut late_bad = vec![1u32; 40];
+    late_bad[39] = 600;
+    let two_passes = [Sequence { slot: 0, tokens: &[1; 40] }, Sequence { slot: 1, tokens: &late_bad }];
+    assert!(err(&mut model, &two_passes).contains("outside the vocabulary"));
     // Nothing above reached the cache.
     assert!((0..4).all(|s| model.tokens_in(s).unwrap() == 0));
     assert!(model.tokens_in(4).unwrap_err().to_string().contains("KV slot 4 does not exist"));

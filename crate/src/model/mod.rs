@@ -307,6 +307,7 @@ impl Model {
         if total <= self.options.max_tokens || readout.positions != Positions::Last {
             return self.forward(batch, readout).await;
         }
+        plan::check_sequences(batch, &self.kv, self.config.vocab_size)?;
         let (mut rows, mut timing, mut profile) = (Vec::new(), None::<ForwardTiming>, Vec::new());
         for pass in passes(batch, self.options.max_tokens) {
             let mut part = self.forward(&pass.sequences, readout).await?;

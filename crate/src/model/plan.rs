@@ -42,6 +42,29 @@ pub(super) struct PlanInputs<'a> {
     pub choice_ids: &'a wgpu::Buffer,     // [k]
 }
 
+/// Checks `batch` against the cache and the vocabulary: sequences of tokens, each slot once,
+/// each fitting its slot. A prefill run in several passes checks the whole batch first, so a
+/// bad one is refused before any pass changes the cache.
+pub(super) fn check_sequences(batch: &[Sequence<'_>], kv: &KvCache, vocab: usize) -> Result<()> {
+    if batch.is_empty() {
+        return Err(Error::Input("an empty batch".into()));
+    }
+    let mut slots_seen = vec![false; kv.slots()];
+    for seq in batch {
+        if seq.tokens.is_empty() {
+            return Err(Error::Input(format!("sequence for slot {} has no tokens", seq.slot)));
+        }
+        kv.check_room(seq.slot, seq.tokens.len())?;
+        if std::mem::replace(&mut slots_seen[seq.slot], true) {
+            return Err(Error::Input(format!("slot {} appears twice in one batch", seq.slot)));
+        }
+        if let Some(&bad) = seq.tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(Error::Input(format!("token id {bad} is outside the vocabulary ({vocab})")));
+        }
+    }
+    Ok(())
+}
+
 impl Plan {
     /// Checks `batch` and `readout` against the model's sizes and the cache, and lays them out.
     pub fn new(
@@ -51,22 +74,9 @@ impl Plan {
         o: &ModelOptions,
         vocab: usize,
     ) -> Result<Self> {
-        if batch.is_empty() {
-            return Err(Error::Input("an empty batch".into()));
-        }
+        check_sequences(batch, kv, vocab)?;
         let mut plan = Plan::default();
-        let mut slots_seen = vec![false; kv.slots()];
         for seq in batch {
-            if seq.tokens.is_empty() {
-                return Err(Error::Input(format!("sequence for slot {} has no tokens", seq.slot)));
-            }
-            kv.check_room(seq.slot, seq.tokens.len())?;
-            if std::mem::replace(&mut slots_seen[seq.slot], true) {
-                return Err(Error::Input(format!("slot {} appears twice in one batch", seq.slot)));
-            }
-            if let Some(&bad) = seq.tokens.iter().find(|&&t| t as usize >= vocab) {
-                return Err(Error::Input(format!("token id {bad} is outside the vocabulary ({vocab})")));
-            }
             plan.push(seq, kv.row_base(seq.slot), kv.tokens_in(seq.slot)?, readout.positions);
         }
         plan.keys.decode_step = batch.iter().all(|seq| seq.tokens.len() == 1);
