@@ -73,6 +73,19 @@ fn judge_requests_prints_the_batch_record_then_each_judgment() {
     let path = scratch("requests.jsonl", &jsonl);
     let (ok, out, err) = onetoken(&["judge", "--model", &model, "--requests", &path, "--shared-prefix"]);
     assert!(ok, "{err}");
+    // Options of one request's strategies do not apply to batches: refused, not ignored.
+    for extra in [&["--strategy", "a"][..], &["--top-k", "3"], &["--sequence-logprobs"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_onetoken"))
+            .args(["judge", "--model", &model, "--requests", &path])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.code() == Some(2) && err.contains("cannot be used with"), "{extra:?}: {err}");
+    }
+    let request = scratch("one.json", r#"{"user": "Sky?", "choices": ["blue", "red"]}"#);
+    let (ok, _, err) = onetoken(&["judge", "--model", &model, "--request", &request, "--shared-prefix"]);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
     let records = lines(&out);
     assert_eq!(records.len(), 3);
     for f in ["judgments", "shared_prefix_tokens", "batch_prefill_tokens", "timings_ms", "judgments_per_s"] {

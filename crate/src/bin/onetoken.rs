@@ -67,19 +67,21 @@ struct JudgeArgs {
     #[arg(long)]
     requests: Option<PathBuf>,
     /// With --requests: the most requests judged as one batch.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=onetoken::judge::MAX_BATCH as i64))]
+    #[arg(long, default_value_t = 64, conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=onetoken::judge::MAX_BATCH as i64))]
     batch_size: u32,
     /// all, a (token by token, schema), a-free, b (prefill + one token, choice head), b-full-head.
-    #[arg(long, default_value = "all")]
+    /// (--requests judges by strategy C.)
+    #[arg(long, default_value = "all", conflicts_with = "requests")]
     strategy: String,
-    /// Also report the unconstrained top-N tokens where the answer is read.
-    #[arg(long, default_value_t = 0)]
+    /// Also report the unconstrained top-N tokens where the answer is read (not with --requests).
+    #[arg(long, default_value_t = 0, conflicts_with = "requests")]
     top_k: usize,
     /// With --requests: prefill the prompts' common prefix (the document) once.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "request")]
     shared_prefix: bool,
-    /// Also give B's records each choice's full-sequence log-probability (a second pass).
-    #[arg(long)]
+    /// Also give B's records each choice's full-sequence log-probability (a second pass; not
+    /// with --requests).
+    #[arg(long, conflicts_with = "requests")]
     sequence_logprobs: bool,
 }
 
