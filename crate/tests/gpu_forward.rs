@@ -353,14 +353,7 @@ fn model_sizes_past_the_device_grid_are_refused_at_set_up() {
     let gpu = Rc::new(Gpu::new_blocking(GpuOptions::default()).unwrap());
     let weights = Rc::new(load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap());
     let grid = gpu.limits().max_compute_workgroups_per_dimension as usize;
-    let fits = ModelOptions {
-        max_tokens: grid,
-        kv_slots: 1,
-        kv_capacity: 16,
-        max_rows: 1,
-        max_full_rows: 1,
-        max_choice_ids: 1,
-    };
+    let fits = ModelOptions { max_tokens: grid, ..ModelOptions::single(16) };
     assert!(Model::new(gpu.clone(), weights.clone(), fits).is_ok());
     for too_many in [
         ModelOptions { max_tokens: grid + 1, ..fits },
@@ -421,14 +414,7 @@ fn profile_mode_stamps_inside_the_passes_where_it_can_and_changes_no_result() {
     let run = |profile_pass_per_dispatch: bool| {
         let gpu = Rc::new(Gpu::new_blocking(GpuOptions { profile_pass_per_dispatch, ..Default::default() }).unwrap());
         let weights = load_dir(&gpu, &fixture("tiny-qwen2"), None).unwrap();
-        let options = ModelOptions {
-            max_tokens: 64,
-            kv_slots: 1,
-            kv_capacity: 64,
-            max_rows: 1,
-            max_full_rows: 1,
-            max_choice_ids: 4,
-        };
+        let options = ModelOptions { max_choice_ids: 4, ..ModelOptions::single(64) };
         let mut model = Model::new(gpu, weights, options).unwrap();
         let prompt = [Sequence { slot: 0, tokens: &input[..12] }];
         let plain = block(model.prefill(&prompt, LOGITS_LAST)).unwrap();
@@ -602,14 +588,7 @@ fn synthetic_qwen2_5_0_5b_top5_matches_the_cpu_reference() {
         let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
         let paired = weights.layers().iter().all(|l| matches!(l.mlp_input, MlpInput::Paired(_)));
         assert_eq!(paired, family == KernelFamily::Tiled);
-        let options = ModelOptions {
-            max_tokens: 16,
-            kv_slots: 1,
-            kv_capacity: 16,
-            max_rows: 1,
-            max_full_rows: 1,
-            max_choice_ids: 8,
-        };
+        let options = ModelOptions { max_choice_ids: 8, ..ModelOptions::single(16) };
         let mut model = Model::new(gpu, weights, options).unwrap();
         let gpu_prompt = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
         let gpu_next = block(model.decode(&[(0, next)], LOGITS_LAST)).unwrap();
@@ -646,14 +625,7 @@ fn a_prefill_whose_down_proj_splits_k_matches_the_cpu_reference() {
         let options = GpuOptions { kernels: Some(KernelFamily::Tiled), tuning, ..Default::default() };
         let gpu = Rc::new(Gpu::new_blocking(options).unwrap());
         let weights = onetoken::ops::synthetic_weights(&gpu, &config, None).unwrap();
-        let options = ModelOptions {
-            max_tokens: 64,
-            kv_slots: 1,
-            kv_capacity: 64,
-            max_rows: 1,
-            max_full_rows: 1,
-            max_choice_ids: 8,
-        };
+        let options = ModelOptions { max_choice_ids: 8, ..ModelOptions::single(64) };
         let mut model = Model::new(gpu, weights, options).unwrap();
         model.set_profiling(true).unwrap();
         let gpu_prompt = block(model.prefill(&[Sequence { slot: 0, tokens: &prompt }], LOGITS_LAST)).unwrap();
