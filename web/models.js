@@ -57,10 +57,13 @@ async function openCache() {
  * Fetches `url` as a stream, from the cache when there, else from the network while a copy
  * goes into the cache. `log` (optional) collects, for the load, the outcome of each cache write
  * (`writes`) and the addresses read from the cache (`hits`). `optional`: a 404 gives
- * null. Returns {body, length, cached, url, stop}: `stop()` ends a download the load no longer
- * reads (its cache copy is then not kept). `signal` (a cancelled load's) ends it too.
+ * null. Returns {body, length, cached, url, signal, stop}: `stop()` ends a download the load no
+ * longer reads (its cache copy is then not kept); `signal` (a cancelled load's) ends it too, and
+ * the file's `signal` is aborted by either (a resumed download takes it).
  */
 async function fetchFile(url, { optional = false, useCache = true, log = null, signal = null } = {}) {
+  const download = new AbortController();
+  const ended = { signal: AbortSignal.any([download.signal, signal].filter(Boolean)), stop: () => download.abort() };
   const cache = useCache ? await openCache() : null;
   const hit = await cache?.match(url);
   // An optional file known to be absent is remembered too, so an offline load needs no network.
@@ -69,12 +72,11 @@ async function fetchFile(url, { optional = false, useCache = true, log = null, s
     log?.hits.push(url);
     const length = Number(hit.headers.get('content-length')) || null;
     const body = checkedCopy(hit.body, { length, sha256: publishedSha256(hit.headers) }, url, cache);
-    return { body, length, cached: true, url };
+    return { body, length, cached: true, url, ...ended };
   }
   let res;
-  const download = new AbortController();
   try {
-    res = await fetch(url, { signal: AbortSignal.any([download.signal, signal].filter(Boolean)) });
+    res = await fetch(url, { signal: ended.signal });
   } catch (e) {
     if (signal?.aborted) throw cancelled();
     // fetch() says no more for a server that is down than for one that refuses to share its
@@ -106,7 +108,7 @@ async function fetchFile(url, { optional = false, useCache = true, log = null, s
     );
     log?.writes.push(write);
   }
-  return { body, length, cached: false, url, stop: () => download.abort() };
+  return { body, length, cached: false, url, ...ended };
 }
 
 /** The SHA-256 a file's source published with it (an ETag or X-Linked-Etag of 64 hex digits, as Hugging Face gives for large files), else null. */
@@ -177,10 +179,9 @@ async function bytesOf(file) {
  * (where the server allows it). Reports bytes through `onBytes`. A load that stops part way
  * (cancelled, failed) ends the download too: its copy for the cache would otherwise go on
  * downloading, and the bytes no one reads would pile up in memory until the whole file had.
- * `signal` cancels the load at once, even while the download is stalled.
+ * A cancelled load (the file's `signal`) stops at once, even while the download is stalled.
  */
-async function streamInto(loader, file, onBytes, signal = null) {
-  const resumed = new AbortController();
+async function streamInto(loader, file, onBytes) {
   let reader = file.body.getReader();
   let received = 0;
   try {
@@ -189,12 +190,12 @@ async function streamInto(loader, file, onBytes, signal = null) {
       try {
         chunk = await reader.read();
       } catch (e) {
-        if (signal?.aborted) throw cancelled();
+        // Aborted while reading: only a cancel aborts a file still read (stop() ends failed loads).
+        if (file.signal?.aborted) throw cancelled();
         if (e?.restart) throw e; // a damaged cache copy known only at its end: load again
         if (!file.url || ++attempt > 3) throw coded('download', `${file.url ?? 'file'}: download interrupted after ${(received / 1e6).toFixed(1)} MB (${e.message}); press load to retry`);
-        const resume = AbortSignal.any([resumed.signal, signal].filter(Boolean));
-        const res = await fetch(file.url, { headers: { Range: `bytes=${received}-` }, signal: resume }).catch(() => null);
-        if (signal?.aborted) throw cancelled();
+        const res = await fetch(file.url, { headers: { Range: `bytes=${received}-` }, signal: file.signal }).catch(() => null);
+        if (file.signal?.aborted) throw cancelled();
         if (res?.status !== 206) throw coded('download', `${file.url}: download interrupted after ${(received / 1e6).toFixed(1)} MB and the server does not allow resuming; press load to retry`);
         reader = res.body.getReader();
         continue;
@@ -206,7 +207,6 @@ async function streamInto(loader, file, onBytes, signal = null) {
     }
   } catch (e) {
     reader.cancel(e).catch(() => {});
-    resumed.abort();
     file.stop?.();
     throw e;
   }
@@ -284,7 +284,7 @@ async function loadFolder(gpu, source, log, progress, signal) {
       const report = progressMeter(total, progress);
       for (const [name, file] of files) {
         loader.beginFile(name, file.length ?? undefined);
-        await streamInto(loader, file, (n) => report(name, n, file.cached), signal);
+        await streamInto(loader, file, (n) => report(name, n, file.cached));
         loader.endFile();
       }
     } catch (e) {
@@ -326,7 +326,7 @@ async function loadGguf(gpu, gguf, quant, log, progress, signal) {
   const loader = new WebGgufLoader(gpu, name, file.length ?? undefined, quant);
   try {
     const report = progressMeter(file.length ?? 0, progress);
-    await streamInto(loader, file, (n) => report(name, n, file.cached), signal);
+    await streamInto(loader, file, (n) => report(name, n, file.cached));
     progress({ phase: 'tokenizer' });
     return loader.finish();
   } finally {

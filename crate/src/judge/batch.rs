@@ -62,8 +62,8 @@ impl Engine {
         // The shared prefix is prefilled in a call of its own, before the batch of the rest.
         let per_call = batch_tokens.max(shared);
         // Every row is read through the choices' rows: the full-vocabulary head is not used.
-        let (slots, longest) = (n, longest.unwrap_or(0));
-        let room = Room { slots, longest, batch_tokens: per_call, rows: n, full_rows: 1, choice_ids };
+        let longest = longest.unwrap_or(0);
+        let room = Room { slots: n, longest, batch_tokens: per_call, rows: n, full_rows: 1, choice_ids };
         self.make_room(room)?;
         let mut clock = PhaseClock::default();
         clock.timings.tokenize = now_ms() - start;

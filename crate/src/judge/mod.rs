@@ -103,6 +103,14 @@ struct Room {
     choice_ids: usize,
 }
 
+impl Room {
+    /// One sequence of up to `longest` tokens, `batch_tokens` of them in its largest forward,
+    /// one row read out (through either head).
+    fn one(longest: usize, batch_tokens: usize, choice_ids: usize) -> Self {
+        Room { slots: 1, longest, batch_tokens, rows: 1, full_rows: 1, choice_ids }
+    }
+}
+
 /// Sizes grow in steps of this many tokens, so requests of similar lengths reuse a set-up.
 const GROWTH_STEP: usize = 64;
 
@@ -178,7 +186,7 @@ impl Engine {
     /// state (the `logits` diagnostic; tests compare it with the CPU reference).
     pub async fn logits(&mut self, ids: &[u32]) -> Result<RowOut> {
         let n = ids.len();
-        self.make_room(Room { slots: 1, longest: n, batch_tokens: n, rows: 1, full_rows: 1, choice_ids: 1 })?;
+        self.make_room(Room::one(n, n, 1))?;
         self.model.forget(0)?;
         let readout = Readout { hidden: true, ..Readout::LOGITS };
         let mut out = self.model.prefill(&[Sequence { slot: 0, tokens: ids }], readout).await?;
@@ -190,14 +198,7 @@ impl Engine {
     /// page estimates a long run from it.
     pub async fn probe(&mut self, tokens: usize) -> Result<Probe> {
         let tokens = tokens.clamp(1, self.model.config().max_position_embeddings - 1);
-        self.make_room(Room {
-            slots: 1,
-            longest: tokens + 1,
-            batch_tokens: tokens,
-            rows: 1,
-            full_rows: 1,
-            choice_ids: 1,
-        })?;
+        self.make_room(Room::one(tokens + 1, tokens, 1))?;
         self.model.forget(0)?;
         // Any ids will do: the work does not depend on them.
         let vocab = self.model.config().vocab_size as u32;

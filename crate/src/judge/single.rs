@@ -92,7 +92,7 @@ impl Engine {
     /// Grows the model for one sequence of `prompt` tokens and `generated` more.
     fn room_for_one(&mut self, prompt: usize, generated: usize, choice_ids: usize) -> Result<()> {
         let longest = prompt + generated;
-        self.make_room(Room { slots: 1, longest, batch_tokens: prompt, rows: 1, full_rows: 1, choice_ids })
+        self.make_room(Room::one(longest, prompt, choice_ids))
     }
 
     /// The log-probability of each whole choice (tokens and closing) after B's prompt:

@@ -238,11 +238,8 @@ impl Drop for Activations {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let inputs = [&self.ids, &self.token_meta, &self.read_positions, &self.choice_ids, &self.packed_inputs];
-        for b in
-            inputs.into_iter().chain([&self.logits, &self.best, &self.choice_logits, &self.head_normed, &self.staging])
-        {
-            b.destroy();
-        }
+        let outputs = [&self.logits, &self.best, &self.choice_logits, &self.head_normed, &self.staging];
+        inputs.into_iter().chain(outputs).for_each(wgpu::Buffer::destroy);
     }
 }
 
