@@ -29,7 +29,8 @@ override SWIGLU: bool = false;
 
 @group(0) @binding(0) var<uniform> tokens: Tokens;
 @group(0) @binding(1) var<uniform> shape: Shape;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;      // [M, K] row-major
+// @binding(2): x, [M, K] row-major, a vec4 of values per element: linear_x.wgsl (storage), or
+// linear_x_uniform.wgsl (one token row, read through a uniform binding: lavapipe's decode).
 @group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed
 @group(0) @binding(4) var<storage, read> bias: array<f32>;         // [rows of the layer] (read with HAS_BIAS)
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]

@@ -33,11 +33,14 @@ var<private> wrow: RowStarts;
 var<private> xrow: RowStarts;
 var<private> acc: Block;
 
-// gid.x: a block of BLOCK_N weight rows; gid.y: a block of BLOCK_M token rows.
+// gid.x: a block of BLOCK_N weight rows; the workgroup's y (its gid.y: workgroups are one
+// invocation tall): a block of BLOCK_M token rows. Taken from the workgroup's id, the token rows
+// are the same for every invocation as the compiler sees it, so x read through a uniform
+// binding (linear_x_uniform.wgsl) is loaded once for them all.
 @compute @workgroup_size(WORKGROUP)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) group: vec3<u32>) {
     let n0 = gid.x * BLOCK_N;
-    let m0 = gid.y * BLOCK_M;
+    let m0 = group.y * BLOCK_M;
     if n0 >= shape.n || m0 >= tokens.m {
         return;
     }

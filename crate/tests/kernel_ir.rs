@@ -3,7 +3,7 @@
 //! at run time. A GPU's compiler keeps such an array in slow local memory rather than in
 //! registers; the tiled matmul's 4 x 4 accumulator indexed by its loop counters ran 18 times
 //! slower on a real GPU than as four named vec4s, and was fine on lavapipe, which unrolls the
-//! loops. Three kernels that only CPU-like devices run hold such arrays by design (lavapipe
+//! loops. Four kernels that only CPU-like devices run hold such arrays by design (lavapipe
 //! makes them registers) and are exempt, by name; every shader file is checked, exempt, or a
 //! prelude.
 
@@ -36,7 +36,8 @@ const CHECKED_KERNELS: [KernelSpec; 19] = [
 ];
 
 /// The exempt: the direct linear family and direct attention, for CPU-like devices only.
-const EXEMPT_KERNELS: [KernelSpec; 3] = [ops::LINEAR_DIRECT, ops::LINEAR_BLOCKS, ops::ATTENTION_DIRECT];
+const EXEMPT_KERNELS: [KernelSpec; 4] =
+    [ops::LINEAR_DIRECT, ops::LINEAR_BLOCKS, ops::LINEAR_BLOCKS_UNIFORM_X, ops::ATTENTION_DIRECT];
 
 const fn standalone(name: &'static str, source: &'static str) -> KernelSpec {
     KernelSpec { name, source, prelude: &[], bindings: &[] }

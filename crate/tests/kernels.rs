@@ -152,7 +152,9 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
         (1, 4864, 896),  // matvec 64 lanes wide (K >= 2,048 without a folded norm): down_proj
         (9, 2048, 37),   // and at odd N, 8 + 1 token rows
         (1, 8960, 1536), // Qwen2.5-1.5B's down_proj in a decode step
+        (1, 16400, 5),   // one token row past a uniform binding of x: lavapipe reads it as storage
     ];
+    let lavapipe = family == KernelFamily::Direct && gpu.info().name.contains("llvmpipe");
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for format in FORMATS {
             let quantized = matches!(format, WeightFormat::Quant(_));
@@ -171,7 +173,10 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
                 let LinearCase { x, w, b, y0, want } =
                     linear_case((i * 10) as u64, (m, k, n), format, bias, accumulate);
                 let wm = PackedMatrix::from_f32(gpu, "w", (n, k), format, &w).unwrap();
-                let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
+                // x as the model holds it: lavapipe reads one token row of it through a uniform.
+                let xb = ops::linear_input(gpu, "x", (x.len() * 4) as u64);
+                gpu.queue().write_buffer(&xb, 0, bytemuck::cast_slice(&x));
+                let (bb, yb) = (gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(gpu, m);
                 let b_used = bias.then_some(&bb);
                 let io = whole_output(&t, &xb, b_used, &yb, n);
@@ -179,6 +184,8 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
                 let op = ops::Linear::new(gpu, &wm, io, store);
                 run(gpu, |p| op.encode(p, m as u32));
                 let what = format!("linear {family:?} M={m} K={k} N={n} {} bias={bias}", format.name());
+                let uniform_x = lavapipe && m == 1 && k * 4 <= ops::LINEAR_X_UNIFORM_BYTES as usize;
+                assert_eq!(op.reads_x_uniform(m as u32), uniform_x, "{what}: x read through a uniform");
                 assert_close(&read(gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
             }
         }

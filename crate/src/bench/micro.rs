@@ -11,7 +11,7 @@ use crate::gpu::Binding::*;
 use crate::gpu::{DestroyOnDrop, Dispatcher, Gpu, Kernel, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
 use crate::ops::{
     AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, Linear, LinearBuffers, MATVEC_LANES,
-    SplitPartials, Store, fill_synthetic, workgroup,
+    SplitPartials, Store, fill_synthetic, linear_input, workgroup,
 };
 use crate::quant::WeightFormat;
 use crate::weights::Dtype;
@@ -275,7 +275,7 @@ const LINEAR_BYTES: u64 = 96 << 20;
 async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<LinearMicro> {
     let count = LINEAR_BYTES.div_ceil(WeightFormat::Float(Dtype::BF16).row_bytes(k) as u64 * n as u64) as usize;
     let weights = synthetic_matrices(gpu, count, k, n)?;
-    let (x, y) = (gpu.storage("bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
+    let (x, y) = (linear_input(gpu, "bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
     let _freed = DestroyOnDrop(vec![&x, &y]);
     let tokens = gpu.uniform("bench tokens", &[1u32, 0, 0, 0]);
     let io = || LinearBuffers { tokens: &tokens, x: &x, bias: None, y: &y, out_cols: n, first_col: 0, partials: None };

@@ -149,10 +149,19 @@ impl Gpu {
     /// A storage buffer of `size` bytes, zero-filled. Storage buffers are rounded up to whole
     /// 16 bytes, so a kernel may read any of them as vec4s (the tail of the last one is zero).
     pub fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
+        self.storage_as(label, size, wgpu::BufferUsages::empty())
+    }
+
+    /// [`Gpu::storage`] that kernels may also bind as a uniform (see `ops::linear_input`).
+    pub fn storage_and_uniform(&self, label: &str, size: u64) -> wgpu::Buffer {
+        self.storage_as(label, size, wgpu::BufferUsages::UNIFORM)
+    }
+
+    fn storage_as(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: size.max(16).next_multiple_of(16),
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            usage: usage | wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         })
     }

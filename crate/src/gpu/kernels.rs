@@ -20,7 +20,7 @@ pub struct KernelSpec {
     pub name: &'static str,
     pub source: &'static str,
     /// Shared WGSL put before `source`: [`PACKED`] (widening packed weights), [`WEIGHT_PAIRS`]
-    /// (reading a packed `w` two values at a time), [`LINEAR`]
+    /// (reading a packed `w` two values at a time), [`LINEAR`] and [`LINEAR_X`]
     /// (the linear-layer interface). WGSL has no include; concatenation is the whole mechanism.
     pub prelude: &'static [&'static str],
     pub bindings: &'static [Binding],
@@ -40,6 +40,9 @@ pub(crate) type KernelKey = (&'static [&'static str], &'static str, Vec<(&'stati
 
 pub const PACKED: &str = include_str!("../../../shaders/packed.wgsl");
 pub const LINEAR: &str = include_str!("../../../shaders/linear.wgsl");
+/// [`LINEAR`]'s x, bound as storage (every linear kernel) or as a uniform (one token row).
+pub const LINEAR_X: &str = include_str!("../../../shaders/linear_x.wgsl");
+pub const LINEAR_X_UNIFORM: &str = include_str!("../../../shaders/linear_x_uniform.wgsl");
 pub const WEIGHT_PAIRS: &str = include_str!("../../../shaders/weight_pairs.wgsl");
 pub const BLOCK_QUANTS: &str = include_str!("../../../shaders/block_quants.wgsl");
 
@@ -100,10 +103,17 @@ impl Gpu {
 
     /// A bind group of whole buffers, in binding order.
     pub fn bind(&self, kernel: &Kernel, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-        let entries: Vec<wgpu::BindGroupEntry> = buffers
+        let resources: Vec<_> = buffers.iter().map(|b| b.as_entire_binding()).collect();
+        self.bind_resources(kernel, &resources)
+    }
+
+    /// [`Gpu::bind`] of buffer ranges (`@binding(i)` is `resources[i]`): a uniform binding of
+    /// part of a larger buffer.
+    pub fn bind_resources(&self, kernel: &Kernel, resources: &[wgpu::BindingResource]) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry> = resources
             .iter()
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .map(|(i, r)| wgpu::BindGroupEntry { binding: i as u32, resource: r.clone() })
             .collect();
         self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,

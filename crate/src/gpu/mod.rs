@@ -13,7 +13,9 @@ mod weights;
 pub use buffers::{DestroyOnDrop, PackedMatrix, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions, KernelFamily};
 pub use dispatch::{DispatchRecord, DispatchTiming, Dispatcher, Listed, ListingCheck, Profiler, Work};
-pub use kernels::{BLOCK_QUANTS, Binding, Kernel, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
+pub use kernels::{
+    BLOCK_QUANTS, Binding, Kernel, KernelSpec, LINEAR, LINEAR_X, LINEAR_X_UNIFORM, PACKED, WEIGHT_PAIRS,
+};
 pub use timer::PassTimer;
 pub use tuning::Tuning;
 pub(crate) use weights::Tensor;

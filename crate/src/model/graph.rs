@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, Listed, ListingCheck, MlpInput, PassTimer};
 use crate::ops::{
     Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, Linear, LinearBuffers, LmHeadRows,
-    RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK,
+    RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK, linear_input,
 };
 
 /// Bytes of a `[rows, width]` buffer of 4-byte words (f32 or u32), counted in u64: on wasm32 a
@@ -51,7 +51,7 @@ impl Scratch {
             logits: g.storage("logits", words(o.max_full_rows, v)),
             best: g.storage("best", words(o.max_full_rows, 2 * (1 + TOP_K_MAX))),
             choice_logits: g.storage("choice_logits", words(o.max_rows, o.max_choice_ids)),
-            head_normed: g.storage("head_normed", words(o.max_rows, h)),
+            head_normed: linear_input(g, "head_normed", words(o.max_rows, h)),
             staging: g.staging("readout", Readback::capacity(o.max_rows, o.max_choice_ids, h)),
             timer: PassTimer::new(g, TIMED_PASSES),
         }
@@ -212,13 +212,15 @@ struct Activations {
 impl Activations {
     fn new(g: &Gpu, c: &Qwen2Config, tokens: usize, separate_up: bool) -> Self {
         let act = |name: &str, width: usize| g.storage(name, words(tokens, width));
+        // What the unfolded linear layers read as x.
+        let input = |name: &str, width: usize| linear_input(g, name, words(tokens, width));
         let (h, kv, i) = (c.hidden_size, c.kv_dim(), c.intermediate_size);
         Self {
             x: act("x", h),
-            normed: act("normed", h),
+            normed: input("normed", h),
             qkv: act("qkv", h + 2 * kv),
-            attn: act("attn", h),
-            gate: act("gate", i),
+            attn: input("attn", h),
+            gate: input("gate", i),
             up: act("up", if separate_up { i } else { 0 }),
         }
     }

@@ -2,7 +2,10 @@
 
 use std::rc::Rc;
 
-use super::{LINEAR_BLOCKS, LINEAR_DIRECT, MATMUL, MATVEC, Pass, SPLIT_SUM, div_up, grid_2d, uniform, work, workgroup};
+use super::{
+    LINEAR_BLOCKS, LINEAR_BLOCKS_UNIFORM_X, LINEAR_DIRECT, MATMUL, MATVEC, Pass, SPLIT_SUM, div_up, grid_2d, uniform,
+    work, workgroup,
+};
 use crate::gpu::{Gpu, Kernel, KernelSpec, PackedMatrix, Tuning};
 
 uniform!(
@@ -58,6 +61,33 @@ fn direct_kernel(gpu: &Gpu) -> (&'static KernelSpec, &'static [DirectBlock; 3], 
     }
 }
 
+/// Bytes of the uniform binding through which lavapipe's decode reads x (linear_x_uniform.wgsl's
+/// array): WebGPU's default most for a uniform binding, one token row of up to 16,384 values.
+pub const LINEAR_X_UNIFORM_BYTES: u64 = 64 << 10;
+
+/// Whether this device's linear layers read one token row of x through a uniform binding (where
+/// x is a [`linear_input`] and K fits): lavapipe's direct kernel, whose storage loads are lane by
+/// lane and whose uniform loads at an offset the same for all lanes are one. Measured there (2
+/// threads, bf16, 0.5B's shapes, one token row), 896x896 / 896x4864 / 4864x896 took 1.63 / 7.99 /
+/// 8.69 ms where x read as storage took 1.97 / 9.35 / 10.60, about what they took with x not
+/// read at all (1.58 / 7.60 / 8.48): the weights alone are left.
+fn reads_x_uniform(gpu: &Gpu) -> bool {
+    gpu.direct_kernels()
+        && direct_kernel(gpu).2
+        && gpu.limits().max_uniform_buffer_binding_size >= LINEAR_X_UNIFORM_BYTES
+}
+
+/// A buffer for linear layers to read as x, `bytes` long: storage, and where the device reads
+/// one token row of x through a uniform binding ([`LINEAR_X_UNIFORM_BYTES`] of it), a uniform
+/// buffer that long at least.
+pub fn linear_input(gpu: &Gpu, label: &str, bytes: u64) -> wgpu::Buffer {
+    if reads_x_uniform(gpu) {
+        gpu.storage_and_uniform(label, bytes.max(LINEAR_X_UNIFORM_BYTES))
+    } else {
+        gpu.storage(label, bytes)
+    }
+}
+
 /// linear_blocks.wgsl's `MAX_BLOCK`: the most rows of either side of a block.
 const DIRECT_MAX_BLOCK: u32 = 16;
 const _: () = {
@@ -71,6 +101,9 @@ const _: () = {
         i += 1;
     }
 };
+
+// The one-row kernel reading x through a uniform binding runs lavapipe's first block.
+const _: () = assert!(LAVAPIPE_BLOCKS[0].m == 1);
 
 /// The index in `blocks` of the block for `m` token rows: the first that covers them, else the
 /// largest.
@@ -203,8 +236,9 @@ enum Kernels {
     /// 64 x 64 or 32 x 32 tiles, or for few 32 x 32 tiles split over K where the layer allows it.
     Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Matvec>, split: Option<SplitKernels> },
     /// CPU-like devices: the barrier-free kernel, one per block of the device's table
-    /// ([`LAVAPIPE_BLOCKS`] or [`SMALL_BLOCKS`]).
-    Direct { blocks: &'static [DirectBlock; 3], kernels: [Rc<Kernel>; 3] },
+    /// ([`LAVAPIPE_BLOCKS`] or [`SMALL_BLOCKS`]); `one_row`: the first block's reading x through
+    /// a uniform binding, for one token row where the device and x allow it ([`reads_x_uniform`]).
+    Direct { blocks: &'static [DirectBlock; 3], kernels: [Rc<Kernel>; 3], one_row: Option<Rc<Kernel>> },
     /// GPUs, the operation before the layer folded in: matvec, applying it as it reads x.
     Folded { matvec: Matvec },
 }
@@ -217,11 +251,13 @@ struct SplitKernels {
     parts: u32,
 }
 
-/// One weight chunk's bind groups: the layer's, and with split-K its two passes' (the matmul
-/// writing into the partials, the sum reading them).
+/// One weight chunk's bind groups: the layer's; with split-K its two passes' (the matmul
+/// writing into the partials, the sum reading them); for the direct family's `one_row`, x
+/// through a uniform binding.
 struct Chunk {
     group: wgpu::BindGroup,
     split: Option<(wgpu::BindGroup, wgpu::BindGroup)>,
+    one_row: Option<wgpu::BindGroup>,
     rows: usize,
 }
 
@@ -343,12 +379,16 @@ impl Linear {
             Kernels::Folded { matvec: Matvec::new(gpu, shape, &with(&[(switch, 1.0)])) }
         } else if gpu.direct_kernels() {
             let (spec, blocks, sized_n) = direct_kernel(gpu);
-            let direct = |b: DirectBlock| {
+            let direct = |spec, b: DirectBlock| {
                 let block = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", f64::from(b.m))];
                 let n = sized_n.then_some(("BLOCK_N", f64::from(b.n)));
                 gpu.kernel(spec, &with(&[&block[..], n.as_slice()].concat()))
             };
-            Kernels::Direct { blocks, kernels: blocks.map(direct) }
+            let x_fits = io.x.usage().contains(wgpu::BufferUsages::UNIFORM)
+                && io.x.size() >= LINEAR_X_UNIFORM_BYTES
+                && k as u64 * 4 <= LINEAR_X_UNIFORM_BYTES;
+            let one_row = (reads_x_uniform(gpu) && x_fits).then(|| direct(&LINEAR_BLOCKS_UNIFORM_X, blocks[0]));
+            Kernels::Direct { blocks, kernels: blocks.map(|b| direct(spec, b)), one_row }
         } else {
             Kernels::Tiled {
                 matmul_64: gpu.kernel(&MATMUL, &with(&[("TILE", 64.0)])),
@@ -397,7 +437,21 @@ impl Linear {
                     let to_partials = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, partials, aux]);
                     (to_partials, gpu.bind(layout, &[io.tokens, &shape, partials, &c.buffer, bias, io.y, partials]))
                 });
-                Chunk { group, split, rows: c.rows }
+                let one_row = match &kernels {
+                    Kernels::Direct { one_row: Some(kernel), .. } => {
+                        let buffers = [io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux];
+                        let mut resources: Vec<_> = buffers.iter().map(|b| b.as_entire_binding()).collect();
+                        let window = wgpu::BufferSize::new(LINEAR_X_UNIFORM_BYTES);
+                        resources[2] = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: io.x,
+                            offset: 0,
+                            size: window,
+                        });
+                        Some(gpu.bind_resources(kernel, &resources))
+                    }
+                    _ => None,
+                };
+                Chunk { group, split, one_row, rows: c.rows }
             })
             .collect();
         let tuning = gpu.tuning();
@@ -423,8 +477,8 @@ impl Linear {
                 pass.dispatch(&split.sum, from_partials, grid, work(partials + y, partials / 4));
                 continue;
             }
-            let (kernel, grid) = self.pick(m, chunk.rows);
-            pass.dispatch(kernel, &chunk.group, grid, work(weights + x + y, flops));
+            let (kernel, group, grid) = self.pick(m, chunk);
+            pass.dispatch(kernel, group, grid, work(weights + x + y, flops));
         }
     }
 
@@ -433,7 +487,7 @@ impl Linear {
     pub fn kernel_name(&self, m: u32) -> &'static str {
         self.chunks.first().map_or("none", |c| match self.split_for(m, c.rows) {
             Some(split) => split.matmul.name,
-            None => self.pick(m, c.rows).0.name,
+            None => self.pick(m, c).0.name,
         })
     }
 
@@ -455,23 +509,34 @@ impl Linear {
         }
     }
 
-    /// The kernel and grid for `m` token rows and a chunk of `rows` weight rows, unsplit.
-    fn pick(&self, m: u32, rows: usize) -> (&Kernel, (u32, u32, u32)) {
+    /// Whether `m` token rows read x through a uniform binding (lavapipe's decode; see
+    /// [`reads_x_uniform`]).
+    pub fn reads_x_uniform(&self, m: u32) -> bool {
+        m == 1 && matches!(self.kernels, Kernels::Direct { one_row: Some(_), .. })
+    }
+
+    /// The kernel, bind group and grid for `m` token rows and `chunk`, unsplit.
+    fn pick<'a>(&'a self, m: u32, chunk: &'a Chunk) -> (&'a Kernel, &'a wgpu::BindGroup, (u32, u32, u32)) {
+        let rows = chunk.rows;
         match &self.kernels {
-            Kernels::Direct { blocks, kernels } => {
+            Kernels::Direct { blocks, kernels, one_row } => {
                 let i = direct_block(blocks, m);
                 let block = blocks[i];
-                (&kernels[i], (div_up(rows, (block.n * DIRECT_WORKGROUP) as usize), m.div_ceil(block.m), 1))
+                let grid = (div_up(rows, (block.n * DIRECT_WORKGROUP) as usize), m.div_ceil(block.m), 1);
+                match (one_row, &chunk.one_row) {
+                    (Some(kernel), Some(group)) if m == 1 => (kernel, group, grid),
+                    _ => (&kernels[i], &chunk.group, grid),
+                }
             }
             Kernels::Tiled { matvec: Some(matvec), .. } if m <= self.tuning.matvec_max_rows => {
-                (&matvec.kernel, matvec.grid(rows))
+                (&matvec.kernel, &chunk.group, matvec.grid(rows))
             }
-            Kernels::Folded { matvec } => (&matvec.kernel, matvec.grid(rows)),
+            Kernels::Folded { matvec } => (&matvec.kernel, &chunk.group, matvec.grid(rows)),
             Kernels::Tiled { matmul_64, matmul_32, .. } => {
                 if div_up(rows, 64) * m.div_ceil(64) >= self.tuning.matmul_64_from_tiles {
-                    (matmul_64, (div_up(rows, 64), m.div_ceil(64), 1))
+                    (matmul_64, &chunk.group, (div_up(rows, 64), m.div_ceil(64), 1))
                 } else {
-                    (matmul_32, (div_up(rows, 32), m.div_ceil(32), 1))
+                    (matmul_32, &chunk.group, (div_up(rows, 32), m.div_ceil(32), 1))
                 }
             }
         }

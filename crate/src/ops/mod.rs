@@ -14,11 +14,17 @@ pub use attention::{
     ATTENTION_CHUNK, AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, KvCopyShape, KvWrite,
     NewKeysValues, kv_copy,
 };
-pub use linear::{Fold, Linear, LinearBuffers, MATVEC_LANES, MATVEC_MAX_ROWS, SplitPartials, Store};
+pub use linear::{
+    Fold, LINEAR_X_UNIFORM_BYTES, Linear, LinearBuffers, MATVEC_LANES, MATVEC_MAX_ROWS, SplitPartials, Store,
+    linear_input,
+};
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK};
 pub use synthetic::{fill_synthetic, synthetic_weights};
 
-use crate::gpu::{BLOCK_QUANTS, Binding, Binding::*, Dispatcher, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS, Work};
+use crate::gpu::{
+    BLOCK_QUANTS, Binding, Binding::*, Dispatcher, KernelSpec, LINEAR, LINEAR_X, LINEAR_X_UNIFORM, PACKED,
+    WEIGHT_PAIRS, Work,
+};
 
 type Pass<'a> = Dispatcher<'a>;
 
@@ -81,18 +87,25 @@ pub const RMS_NORM_ROWS: KernelSpec = KernelSpec {
     prelude: &[],
     bindings: &[Uniform, Read, Read, ReadWrite],
 };
-pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, LINEAR], LINEAR_BINDINGS);
-pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
-pub const SPLIT_SUM: KernelSpec = spec!("split_sum", prelude: [PACKED, LINEAR], LINEAR_BINDINGS);
+pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X], LINEAR_BINDINGS);
+pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR, LINEAR_X], LINEAR_BINDINGS);
+pub const SPLIT_SUM: KernelSpec = spec!("split_sum", prelude: [PACKED, LINEAR, LINEAR_X], LINEAR_BINDINGS);
 pub const LINEAR_DIRECT: KernelSpec =
-    spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR, BLOCK_QUANTS], LINEAR_BINDINGS);
+    spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X, BLOCK_QUANTS], LINEAR_BINDINGS);
 /// linear_direct for lavapipe (linear_blocks.wgsl): the same products in larger blocks, under the
 /// same name in profiles.
 pub const LINEAR_BLOCKS: KernelSpec = KernelSpec {
     name: "linear_direct",
     source: include_str!("../../../shaders/linear_blocks.wgsl"),
-    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, BLOCK_QUANTS],
+    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X, BLOCK_QUANTS],
     bindings: LINEAR_BINDINGS,
+};
+/// [`LINEAR_BLOCKS`] reading one token row of x through a uniform binding (lavapipe's decode:
+/// see linear_x_uniform.wgsl).
+pub const LINEAR_BLOCKS_UNIFORM_X: KernelSpec = KernelSpec {
+    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X_UNIFORM, BLOCK_QUANTS],
+    bindings: &[Uniform, Uniform, Uniform, Read, Read, ReadWrite, Read],
+    ..LINEAR_BLOCKS
 };
 pub const KV_WRITE: KernelSpec =
     spec!("kv_write", prelude: [ROTARY], &[Uniform, Read, Read, ReadWrite, ReadWrite, Read]);
