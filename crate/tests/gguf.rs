@@ -332,6 +332,16 @@ fn bad_gguf_files_each_get_a_specific_error() {
             "GGUF metadata: qwen2.block_count is Str(\"two\"), not a count",
         ),
         (
+            "alignment not a power of two",
+            with(&|f| f.set_meta("general.alignment", Meta::U32(24))),
+            "general.alignment 24 is not a power of two",
+        ),
+        (
+            "signed alignment",
+            with(&|f| f.set_meta("general.alignment", Meta::I32(32))),
+            "general.alignment is Int(32), not an unsigned integer",
+        ),
+        (
             "rows not whole blocks",
             with(&|f| {
                 let t = f.tensor("blk.0.ffn_up.weight");

@@ -255,7 +255,9 @@ fn bad_batches_are_refused_before_any_work() {
     let long = vec![1u32; 65];
     assert!(err(&mut model, &[Sequence { slot: 0, tokens: &long }]).contains("does not fit"));
     assert!(err(&mut model, &[Sequence { slot: 9, tokens: &[1] }]).contains("KV slot 9 does not exist"));
-    assert!(err(&mut model, &[Sequence { slot: 0, tokens: &[] }]).contains("has no tokens"));
+    assert!(err(&mut model, &[Sequence { slot: 0, tokens: &[] }]).contains("the prompt has no tokens"));
+    let second_empty = [Sequence { slot: 2, tokens: &[1] }, Sequence { slot: 3, tokens: &[] }];
+    assert!(err(&mut model, &second_empty).contains("sequence 1 of the batch (KV slot 3) has no tokens"));
     assert!(err(&mut model, &[Sequence { slot: 0, tokens: &[600] }]).contains("outside the vocabulary"));
     let twice = [Sequence { slot: 1, tokens: &[1] }, Sequence { slot: 1, tokens: &[2] }];
     assert!(err(&mut model, &twice).contains("appears twice"));

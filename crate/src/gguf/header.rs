@@ -253,7 +253,8 @@ impl GgufHeader {
         let alignment = match metadata.get("general.alignment") {
             None => 32,
             Some(MetaValue::UInt(a)) if a.is_power_of_two() => *a,
-            Some(other) => return bad(format!("general.alignment {} is not a power of two", other.describe())),
+            Some(MetaValue::UInt(a)) => return bad(format!("general.alignment {a} is not a power of two")),
+            Some(other) => return bad(format!("general.alignment is {}, not an unsigned integer", other.describe())),
         };
         let mut tensors = Vec::with_capacity(tensor_count);
         let mut infos = Vec::with_capacity(tensor_count);

@@ -50,9 +50,13 @@ pub(super) fn check_sequences(batch: &[Sequence<'_>], kv: &KvCache, vocab: usize
         return Err(Error::Input("an empty batch".into()));
     }
     let mut slots_seen = vec![false; kv.slots()];
-    for seq in batch {
+    for (i, seq) in batch.iter().enumerate() {
         if seq.tokens.is_empty() {
-            return Err(Error::Input(format!("sequence for slot {} has no tokens", seq.slot)));
+            let which = match batch.len() {
+                1 => "the prompt".to_string(),
+                _ => format!("sequence {i} of the batch (KV slot {})", seq.slot),
+            };
+            return Err(Error::Input(format!("{which} has no tokens: there is nothing to run (was its text empty?)")));
         }
         kv.check_room(seq.slot, seq.tokens.len())?;
         if std::mem::replace(&mut slots_seen[seq.slot], true) {

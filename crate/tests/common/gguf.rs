@@ -22,6 +22,7 @@ pub const Q6_K: u32 = 14;
 #[derive(Clone)]
 pub enum Meta {
     U32(u32),
+    I32(i32),
     F32(f32),
     Str(String),
     /// An array of u8 values.
@@ -140,6 +141,10 @@ impl GgufFile {
             match value {
                 Meta::U32(v) => {
                     out.extend(4u32.to_le_bytes());
+                    out.extend(v.to_le_bytes());
+                }
+                Meta::I32(v) => {
+                    out.extend(5u32.to_le_bytes());
                     out.extend(v.to_le_bytes());
                 }
                 Meta::F32(v) => {
