@@ -8,8 +8,14 @@ const FILES = [
   './pkg/assets/qwen2.5/tokenizer.json', './pkg/assets/qwen2.5/tokenizer_config.json', './pkg/assets/qwen2.5/config.json',
 ];
 
+// The bundled models' list, kept at install where the host has one (a classroom offline still
+// picks its folders, even where the page's first fetch of it came before this worker took the
+// page over); a host without one still installs the page.
+const OPTIONAL = ['./models/index.json'];
+
 self.addEventListener('install', (event) => {
-  event.waitUntil(caches.open(SHELL).then((c) => c.addAll(FILES)).then(() => self.skipWaiting()));
+  const optional = (c) => OPTIONAL.map((f) => c.add(f).catch(() => {}));
+  event.waitUntil(caches.open(SHELL).then((c) => Promise.all([c.addAll(FILES), ...optional(c)])).then(() => self.skipWaiting()));
 });
 
 // The models' own cache (models.js) is kept; older versions of this page's cache are not.
@@ -26,7 +32,7 @@ self.addEventListener('activate', (event) => {
 // What this cache keeps: the page's files and the bundled models' list (a classroom offline
 // still picks its folders), each under its address without the query (`?doc=...` links are
 // one page). Anything else (a model file by URL on this host, a resumed range) passes through.
-const KEPT = new Set([...FILES, './models/index.json'].map((f) => new URL(f, self.location).pathname));
+const KEPT = new Set([...FILES, ...OPTIONAL].map((f) => new URL(f, self.location).pathname));
 
 self.addEventListener('fetch', (event) => {
   const url = new URL(event.request.url);
