@@ -432,21 +432,19 @@ impl Linear {
                     Kernels::Direct { kernels, .. } => &kernels[0],
                     Kernels::Folded { matvec } => &matvec.kernel,
                 };
-                let group = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux]);
+                let buffers = [io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux];
+                let group = gpu.bind(layout, &buffers);
                 let split = partials.map(|SplitPartials(partials)| {
                     let to_partials = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, partials, aux]);
                     (to_partials, gpu.bind(layout, &[io.tokens, &shape, partials, &c.buffer, bias, io.y, partials]))
                 });
                 let one_row = match &kernels {
                     Kernels::Direct { one_row: Some(kernel), .. } => {
-                        let buffers = [io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux];
+                        // The same buffers, x as its first LINEAR_X_UNIFORM_BYTES.
                         let mut resources: Vec<_> = buffers.iter().map(|b| b.as_entire_binding()).collect();
-                        let window = wgpu::BufferSize::new(LINEAR_X_UNIFORM_BYTES);
-                        resources[2] = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: io.x,
-                            offset: 0,
-                            size: window,
-                        });
+                        let size = wgpu::BufferSize::new(LINEAR_X_UNIFORM_BYTES);
+                        resources[2] =
+                            wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: io.x, offset: 0, size });
                         Some(gpu.bind_resources(kernel, &resources))
                     }
                     _ => None,
