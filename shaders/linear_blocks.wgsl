@@ -12,7 +12,8 @@
 // Weights and x are read 16 bytes at a time wherever rows allow it (16-bit rows with K a
 // multiple of 8; quantized rows' x), which makes fewer, larger loops.
 // The Rust side picks the block by the batch: 1 x 8 for one token (a block of more token rows
-// would compute it over again), 4 x 8 for a few, 16 x 16 for a prefill.
+// would compute it over again), 4 x 8 for a few, 16 x 16 for a prefill (fewer token rows where
+// x is read through a uniform window that holds fewer).
 override BLOCK_M: u32 = 16u;  // at most MAX_BLOCK
 override BLOCK_N: u32 = 16u;  // a multiple of 4, at most MAX_BLOCK
 // Invocations per workgroup (set by the Rust side, whose grid arithmetic reads the same
@@ -27,20 +28,22 @@ alias Block = array<array<vec4<f32>, 4>, MAX_BLOCK>;
 alias RowStarts = array<u32, MAX_BLOCK>;
 
 // Where the invocation's rows start (rows past the end read the last row: in bounds,
-// branch-free; their results are dropped), and its dot products. Private, so that the dot
-// product functions share them without copies: passed by value, lavapipe ran prefill 20% slower.
+// branch-free; their results are dropped; xrow counts from the start of x's binding), and its
+// dot products. Private, so that the dot product functions share them without copies: passed
+// by value, lavapipe ran prefill 20% slower.
 var<private> wrow: RowStarts;
 var<private> xrow: RowStarts;
 var<private> acc: Block;
 
 // gid.x: a block of BLOCK_N weight rows; the workgroup's y (its gid.y: workgroups are one
-// invocation tall): a block of BLOCK_M token rows. Taken from the workgroup's id, the token rows
-// are the same for every invocation as the compiler sees it, so x read through a uniform
-// binding (linear_x_uniform.wgsl) is loaded once for them all.
+// invocation tall): a block of BLOCK_M token rows, counted from the dispatch's first row (0 but
+// for a window of x: linear_x_uniform.wgsl). Taken from the workgroup's id and uniforms, the
+// token rows are the same for every invocation as the compiler sees it, so x read through a
+// uniform binding is loaded once for them all.
 @compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) group: vec3<u32>) {
     let n0 = gid.x * BLOCK_N;
-    let m0 = group.y * BLOCK_M;
+    let m0 = x_first_row() + group.y * BLOCK_M;
     if n0 >= shape.n || m0 >= tokens.m {
         return;
     }
@@ -48,7 +51,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) gr
         wrow[j] = min(n0 + j, shape.n - 1u) * row_words(shape.k);
     }
     for (var i = 0u; i < BLOCK_M; i++) {
-        xrow[i] = min(m0 + i, tokens.m - 1u) * shape.k;
+        xrow[i] = min(m0 + i, tokens.m - 1u) * shape.k - x_first_value();
     }
     if DTYPE >= 3u {
         add_quantized();

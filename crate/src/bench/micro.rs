@@ -236,7 +236,7 @@ fn synthetic_matrices(gpu: &Gpu, count: usize, k: usize, n: usize) -> Result<Vec
 async fn linear_prefill(gpu: &Gpu, k: usize, n: usize, fma_gflops: f64) -> Result<PrefillLinearMicro> {
     let (m, repeats) = (PREFILL_ROWS, 4);
     let weights = synthetic_matrices(gpu, 1, k, n)?;
-    let (x, y) = (gpu.storage("bench x", (m * k * 4) as u64), gpu.storage("bench y", (m * n * 4) as u64));
+    let (x, y) = (linear_input(gpu, "bench x", (m * k * 4) as u64), gpu.storage("bench y", (m * n * 4) as u64));
     let _freed = DestroyOnDrop(vec![&x, &y]);
     let tokens = gpu.uniform("bench tokens", &[m as u32, 0, 0, 0]);
     let partials = SplitPartials::new(gpu);

@@ -1,11 +1,17 @@
 //! Buffers: small helpers, packed weight matrices split into row chunks that each fit one
 //! storage binding, and reading results back.
 
+use std::rc::Rc;
+
 use wgpu::util::DeviceExt;
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::quant::WeightFormat;
+
+/// What a [`Gpu::record_table`] is shared by: a name (its buffer's label) and two numbers
+/// that its records follow from.
+pub type RecordTableKey = (&'static str, u32, u32);
 
 /// A weight matrix `[rows, cols]` in its file's dtype (two 16-bit values per u32 word, or one
 /// f32) or quantized ([`crate::quant`]), split into row chunks so that no chunk exceeds the
@@ -155,6 +161,42 @@ impl Gpu {
     /// [`Gpu::storage`] that kernels may also bind as a uniform (see `ops::linear_input`).
     pub fn storage_and_uniform(&self, label: &str, size: u64) -> wgpu::Buffer {
         self.storage_as(label, size, wgpu::BufferUsages::UNIFORM)
+    }
+
+    /// A table of uniform records, `record(j)` at byte `j * self.record_stride()` for j below
+    /// `records` at least, for a binding at a dynamic offset to pick one per dispatch. Shared
+    /// by every caller with the same `key` (the records must follow from it alone); made anew,
+    /// longer, when a caller needs more records than the table holds.
+    pub fn record_table(
+        &self,
+        key: RecordTableKey,
+        records: usize,
+        record: impl Fn(usize) -> [u32; 4],
+    ) -> Rc<wgpu::Buffer> {
+        let mut tables = self.record_tables.borrow_mut();
+        if let Some((held, table)) = tables.get(&key)
+            && *held >= records
+        {
+            return table.clone();
+        }
+        let stride = self.record_stride() as usize;
+        let mut bytes = vec![0u8; records.max(1) * stride];
+        for (j, at) in bytes.chunks_exact_mut(stride).enumerate() {
+            at[..16].copy_from_slice(bytemuck::bytes_of(&record(j)));
+        }
+        let table = Rc::new(self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(key.0),
+            contents: &bytes,
+            usage: wgpu::BufferUsages::UNIFORM,
+        }));
+        tables.insert(key, (records, table.clone()));
+        table
+    }
+
+    /// Bytes between the records of a [`Gpu::record_table`]: the device's alignment of a
+    /// uniform binding's dynamic offset.
+    pub fn record_stride(&self) -> u32 {
+        self.limits().min_uniform_buffer_offset_alignment.max(16)
     }
 
     fn storage_as(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {

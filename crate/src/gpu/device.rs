@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::gpu::buffers::RecordTableKey;
 use crate::gpu::dispatch::DispatchTiming;
 use crate::gpu::kernels::{Kernel, KernelKey};
 use crate::gpu::tuning::Tuning;
@@ -78,6 +79,8 @@ pub struct Gpu {
     direct_kernels: bool,
     tuning: Tuning,
     pub(in crate::gpu) kernels: RefCell<HashMap<KernelKey, Rc<Kernel>>>,
+    /// Uniform record tables shared by key ([`Gpu::record_table`]).
+    pub(in crate::gpu) record_tables: RefCell<HashMap<RecordTableKey, (usize, Rc<wgpu::Buffer>)>>,
     lost: ErrorSlot,
     /// The first error the device reported outside a call that returns one (out of memory, a
     /// rejected allocation): kept here instead of wgpu's default panic, returned by [`Gpu::check`].
@@ -150,6 +153,7 @@ impl Gpu {
             direct_kernels: family == KernelFamily::Direct,
             tuning: options.tuning,
             kernels: RefCell::new(HashMap::new()),
+            record_tables: RefCell::new(HashMap::new()),
             lost,
             uncaptured,
         })

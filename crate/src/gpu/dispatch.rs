@@ -139,6 +139,7 @@ pub struct Listed {
     pub kernel: &'static str,
     pipeline: wgpu::ComputePipeline,
     group: wgpu::BindGroup,
+    offsets: Vec<u32>,
     grid: (u32, u32, u32),
 }
 
@@ -220,10 +221,23 @@ impl<'a> Dispatcher<'a> {
 
     /// Dispatches `kernel` with `group` over `grid` workgroups.
     pub fn dispatch(&mut self, kernel: &Kernel, group: &wgpu::BindGroup, grid: (u32, u32, u32), work: Work) {
+        self.dispatch_at(kernel, group, &[], grid, work);
+    }
+
+    /// [`Dispatcher::dispatch`] with `offsets` for the group's bindings at a dynamic offset
+    /// ([`Binding::UniformAtOffset`](crate::gpu::Binding), in binding order).
+    pub fn dispatch_at(
+        &mut self,
+        kernel: &Kernel,
+        group: &wgpu::BindGroup,
+        offsets: &[u32],
+        grid: (u32, u32, u32),
+        work: Work,
+    ) {
         let record = || DispatchRecord { kernel: kernel.name, layer: self.layer, work, grid: [grid.0, grid.1, grid.2] };
         let encode = |pass: &mut wgpu::ComputePass| {
             pass.set_pipeline(&kernel.pipeline);
-            pass.set_bind_group(0, group, &[]);
+            pass.set_bind_group(0, group, offsets);
             pass.dispatch_workgroups(grid.0, grid.1, grid.2);
         };
         match &mut self.mode {
@@ -232,12 +246,14 @@ impl<'a> Dispatcher<'a> {
                 kernel: kernel.name,
                 pipeline: kernel.pipeline.clone(),
                 group: group.clone(),
+                offsets: offsets.to_vec(),
                 grid,
             }),
             Mode::Checking(listing, check) => {
                 let next = listing.get(check.at);
-                check.same &=
-                    next.is_some_and(|e| e.grid == grid && e.pipeline == kernel.pipeline && e.group == *group);
+                check.same &= next.is_some_and(|e| {
+                    e.grid == grid && e.pipeline == kernel.pipeline && e.group == *group && e.offsets == offsets
+                });
                 check.at += 1;
             }
             Mode::Stamped(pass, profiler, _) => match profiler.record(record()) {

@@ -10,6 +10,8 @@ use crate::gpu::Gpu;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Binding {
     Uniform,
+    /// A uniform bound at an offset given with each dispatch (`Pass::dispatch_at`).
+    UniformAtOffset,
     Read,
     ReadWrite,
 }
@@ -66,9 +68,9 @@ impl Gpu {
                 binding: i as u32,
                 visibility: wgpu::ShaderStages::COMPUTE,
                 ty: match b {
-                    Binding::Uniform => wgpu::BindingType::Buffer {
+                    Binding::Uniform | Binding::UniformAtOffset => wgpu::BindingType::Buffer {
                         ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
+                        has_dynamic_offset: *b == Binding::UniformAtOffset,
                         min_binding_size: None,
                     },
                     Binding::Read | Binding::ReadWrite => wgpu::BindingType::Buffer {

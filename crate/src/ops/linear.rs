@@ -61,16 +61,20 @@ fn direct_kernel(gpu: &Gpu) -> (&'static KernelSpec, &'static [DirectBlock; 3], 
     }
 }
 
-/// Bytes of the uniform binding through which lavapipe's decode reads x (linear_x_uniform.wgsl's
-/// array): WebGPU's default most for a uniform binding, one token row of up to 16,384 values.
+/// Bytes of the uniform binding through which lavapipe reads a window of x
+/// (linear_x_uniform.wgsl's array): WebGPU's default most for a uniform binding (lavapipe's too),
+/// 16,384 values: one token row of up to 16,320 (less the slack of an aligned start), or a
+/// block of 16 rows of up to 1,020.
 pub const LINEAR_X_UNIFORM_BYTES: u64 = 64 << 10;
 
-/// Whether this device's linear layers read one token row of x through a uniform binding (where
-/// x is a [`linear_input`] and K fits): lavapipe's direct kernel, whose storage loads are lane by
-/// lane and whose uniform loads at an offset the same for all lanes are one. Measured there (2
-/// threads, bf16, 0.5B's shapes, one token row), 896x896 / 896x4864 / 4864x896 took 1.63 / 7.99 /
-/// 8.69 ms where x read as storage took 1.97 / 9.35 / 10.60, about what they took with x not
-/// read at all (1.58 / 7.60 / 8.48): the weights alone are left.
+/// Whether this device's linear layers read x through a uniform binding, a window of token rows
+/// at a time (where x is a [`linear_input`] and a block's rows fit: [`window_rows`]): lavapipe's
+/// direct kernel, whose storage loads are lane by lane and whose uniform loads at an offset the
+/// same for all lanes are one. Measured there (2 threads, bf16, 0.5B's shapes), one token row:
+/// 896x896 / 896x4864 / 4864x896 took 1.63 / 7.99 / 8.69 ms where x read as storage took 1.97 /
+/// 9.35 / 10.60, about what they took with x not read at all (1.58 / 7.60 / 8.48): the weights
+/// alone are left; 128 token rows in 16-row windows: 896x896 and 896x4864 took 29 and 113 ms
+/// where x read as storage took 47 and 244.
 fn reads_x_uniform(gpu: &Gpu) -> bool {
     gpu.direct_kernels()
         && direct_kernel(gpu).2
@@ -78,11 +82,11 @@ fn reads_x_uniform(gpu: &Gpu) -> bool {
 }
 
 /// A buffer for linear layers to read as x, `bytes` long: storage, and where the device reads
-/// one token row of x through a uniform binding ([`LINEAR_X_UNIFORM_BYTES`] of it), a uniform
-/// buffer that long at least.
+/// x through a uniform binding, a uniform buffer [`LINEAR_X_UNIFORM_BYTES`] longer (a window
+/// that starts at any of its rows stays inside it).
 pub fn linear_input(gpu: &Gpu, label: &str, bytes: u64) -> wgpu::Buffer {
     if reads_x_uniform(gpu) {
-        gpu.storage_and_uniform(label, bytes.max(LINEAR_X_UNIFORM_BYTES))
+        gpu.storage_and_uniform(label, bytes + LINEAR_X_UNIFORM_BYTES)
     } else {
         gpu.storage(label, bytes)
     }
@@ -102,8 +106,36 @@ const _: () = {
     }
 };
 
-// The one-row kernel reading x through a uniform binding runs lavapipe's first block.
-const _: () = assert!(LAVAPIPE_BLOCKS[0].m == 1);
+/// Token rows of x that one uniform window holds for a block of `block_m` rows at K = `k`
+/// ([`reads_x_uniform`]), a window starting at a multiple of `stride` bytes at or before its
+/// first row: the block's rows where they fit, else as many as fit where that is half the block
+/// or more; `None` for fewer. A block's rows share each load of the weights, lavapipe's larger
+/// cost: at 0.5B's down_proj (K = 4,864: 3 rows) x read as storage in 16-row blocks is faster.
+fn window_rows(block_m: u32, k: usize, stride: u32) -> Option<u32> {
+    let fit = (LINEAR_X_UNIFORM_BYTES - u64::from(stride)) / (4 * k as u64).max(1);
+    let rows = fit.min(u64::from(block_m)) as u32;
+    (rows > 0 && 2 * rows >= block_m).then_some(rows)
+}
+
+/// The value of x (row-major `[M, k]`) at which window `j` of `rows` token rows starts: its
+/// first row's first value, rounded down to a whole `stride` of bytes (a dynamic offset's
+/// alignment).
+fn window_start(j: u32, rows: u32, k: usize, stride: u32) -> u32 {
+    let first = u64::from(j * rows) * k as u64;
+    let per_stride = u64::from(stride / 4);
+    (first / per_stride * per_stride) as u32
+}
+
+/// A direct kernel reading x through uniform windows, one dispatch per window of `rows` token
+/// rows, each binding x at its [`window_start`] and the window's record in `table`
+/// (linear_x_uniform.wgsl's `Window`).
+struct Windowed {
+    kernel: Rc<Kernel>,
+    rows: u32,
+    /// Weight rows of the kernel's block (its `BLOCK_N`).
+    block_n: u32,
+    table: Rc<wgpu::Buffer>,
+}
 
 /// The index in `blocks` of the block for `m` token rows: the first that covers them, else the
 /// largest.
@@ -236,9 +268,9 @@ enum Kernels {
     /// 64 x 64 or 32 x 32 tiles, or for few 32 x 32 tiles split over K where the layer allows it.
     Tiled { matmul_64: Rc<Kernel>, matmul_32: Rc<Kernel>, matvec: Option<Matvec>, split: Option<SplitKernels> },
     /// CPU-like devices: the barrier-free kernel, one per block of the device's table
-    /// ([`LAVAPIPE_BLOCKS`] or [`SMALL_BLOCKS`]); `one_row`: the first block's reading x through
-    /// a uniform binding, for one token row where the device and x allow it ([`reads_x_uniform`]).
-    Direct { blocks: &'static [DirectBlock; 3], kernels: [Rc<Kernel>; 3], one_row: Option<Rc<Kernel>> },
+    /// ([`LAVAPIPE_BLOCKS`] or [`SMALL_BLOCKS`]); `windowed`: each block's reading x through
+    /// uniform windows, where the device and x allow it ([`reads_x_uniform`], [`window_rows`]).
+    Direct { blocks: &'static [DirectBlock; 3], kernels: [Rc<Kernel>; 3], windowed: [Option<Windowed>; 3] },
     /// GPUs, the operation before the layer folded in: matvec, applying it as it reads x.
     Folded { matvec: Matvec },
 }
@@ -252,12 +284,12 @@ struct SplitKernels {
 }
 
 /// One weight chunk's bind groups: the layer's; with split-K its two passes' (the matmul
-/// writing into the partials, the sum reading them); for the direct family's `one_row`, x
-/// through a uniform binding.
+/// writing into the partials, the sum reading them); for the direct family's `windowed`
+/// kernels, x through a uniform window (by block).
 struct Chunk {
     group: wgpu::BindGroup,
     split: Option<(wgpu::BindGroup, wgpu::BindGroup)>,
-    one_row: Option<wgpu::BindGroup>,
+    windowed: [Option<wgpu::BindGroup>; 3],
     rows: usize,
 }
 
@@ -287,6 +319,8 @@ pub struct Linear {
     swiglu: bool,
     /// Where the kernels change path (the device's).
     tuning: Tuning,
+    /// The device's alignment of a dynamic offset ([`Gpu::record_stride`]).
+    record_stride: u32,
 }
 
 impl Linear {
@@ -384,11 +418,19 @@ impl Linear {
                 let n = sized_n.then_some(("BLOCK_N", f64::from(b.n)));
                 gpu.kernel(spec, &with(&[&block[..], n.as_slice()].concat()))
             };
-            let x_fits = io.x.usage().contains(wgpu::BufferUsages::UNIFORM)
-                && io.x.size() >= LINEAR_X_UNIFORM_BYTES
-                && k as u64 * 4 <= LINEAR_X_UNIFORM_BYTES;
-            let one_row = (reads_x_uniform(gpu) && x_fits).then(|| direct(&LINEAR_BLOCKS_UNIFORM_X, blocks[0]));
-            Kernels::Direct { blocks, kernels: blocks.map(|b| direct(spec, b)), one_row }
+            // x a linear_input: its token rows, past which it holds a window's length.
+            let x_rows = (io.x.size().saturating_sub(LINEAR_X_UNIFORM_BYTES) / (4 * k as u64).max(1)) as usize;
+            let uniform_x = reads_x_uniform(gpu) && io.x.usage().contains(wgpu::BufferUsages::UNIFORM) && x_rows > 0;
+            let stride = gpu.record_stride();
+            let windowed = blocks.map(|b| {
+                let rows = window_rows(b.m, k, stride).filter(|_| uniform_x)?;
+                let table = gpu.record_table(("x windows", rows, k as u32), x_rows.div_ceil(rows as usize), |j| {
+                    [j as u32 * rows, window_start(j as u32, rows, k, stride), 0, 0]
+                });
+                let kernel = direct(&LINEAR_BLOCKS_UNIFORM_X, DirectBlock { m: rows, n: b.n });
+                Some(Windowed { kernel, rows, block_n: b.n, table })
+            });
+            Kernels::Direct { blocks, kernels: blocks.map(|b| direct(spec, b)), windowed }
         } else {
             Kernels::Tiled {
                 matmul_64: gpu.kernel(&MATMUL, &with(&[("TILE", 64.0)])),
@@ -438,45 +480,76 @@ impl Linear {
                     let to_partials = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, partials, aux]);
                     (to_partials, gpu.bind(layout, &[io.tokens, &shape, partials, &c.buffer, bias, io.y, partials]))
                 });
-                let one_row = match &kernels {
-                    Kernels::Direct { one_row: Some(kernel), .. } => {
-                        // The same buffers, x as its first LINEAR_X_UNIFORM_BYTES.
+                let windowed = match &kernels {
+                    Kernels::Direct { windowed, .. } => windowed.each_ref().map(|w| {
+                        // The same buffers, x as a window at an offset, and the window's record.
+                        let w = w.as_ref()?;
+                        let range = |buffer, size| {
+                            let size = wgpu::BufferSize::new(size);
+                            wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset: 0, size })
+                        };
                         let mut resources: Vec<_> = buffers.iter().map(|b| b.as_entire_binding()).collect();
-                        let size = wgpu::BufferSize::new(LINEAR_X_UNIFORM_BYTES);
-                        resources[2] =
-                            wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: io.x, offset: 0, size });
-                        Some(gpu.bind_resources(kernel, &resources))
-                    }
-                    _ => None,
+                        resources[2] = range(io.x, LINEAR_X_UNIFORM_BYTES);
+                        resources.push(range(&w.table, 16));
+                        Some(gpu.bind_resources(&w.kernel, &resources))
+                    }),
+                    _ => [None, None, None],
                 };
-                Chunk { group, split, one_row, rows: c.rows }
+                Chunk { group, split, windowed, rows: c.rows }
             })
             .collect();
         let tuning = gpu.tuning();
-        Self { kernels, chunks, k, row_bytes: w.row_bytes() as usize, accumulate, extra_reads, swiglu, tuning }
+        let record_stride = gpu.record_stride();
+        Self {
+            kernels,
+            chunks,
+            k,
+            row_bytes: w.row_bytes() as usize,
+            accumulate,
+            extra_reads,
+            swiglu,
+            tuning,
+            record_stride,
+        }
     }
 
     /// Encodes the layer for `m` token rows.
     pub fn encode(&self, pass: &mut Pass, m: u32) {
         // Counted in u64: on wasm32 a usize 2 m k n wraps (0.5B's gate and up at 256 tokens: 4.5e9).
-        let (m_, k) = (u64::from(m), self.k as u64);
+        let k = self.k as u64;
         for chunk in &self.chunks {
             let rows = chunk.rows as u64;
             let outputs = if self.swiglu { rows / 2 } else { rows };
-            let y = m_ * outputs * 4 * (1 + u64::from(self.accumulate));
-            let x = m_ * k * 4 + self.extra_reads.0 as u64 + m_ * self.extra_reads.1 as u64;
             let weights = rows * self.row_bytes as u64;
-            let flops = 2 * m_ * k * rows;
+            // Bytes of y and of x for `m` token rows, and their FLOPs.
+            let y_bytes = |m: u64| m * outputs * 4 * (1 + u64::from(self.accumulate));
+            let x_bytes = |m: u64| m * k * 4 + self.extra_reads.0 as u64 + m * self.extra_reads.1 as u64;
+            let flops = |m: u64| 2 * m * k * rows;
+            if let Some((windowed, group)) = self.windowed_for(m, chunk) {
+                // A dispatch per window, each reading the whole weights (as each block of
+                // token rows of one dispatch would).
+                let grid = (div_up(chunk.rows, (windowed.block_n * DIRECT_WORKGROUP) as usize), 1, 1);
+                for j in 0..m.div_ceil(windowed.rows) {
+                    let offsets =
+                        [4 * window_start(j, windowed.rows, self.k, self.record_stride), j * self.record_stride];
+                    let m_j = u64::from((m - j * windowed.rows).min(windowed.rows));
+                    let work = work(weights + x_bytes(m_j) + y_bytes(m_j), flops(m_j));
+                    pass.dispatch_at(&windowed.kernel, group, &offsets, grid, work);
+                }
+                continue;
+            }
+            let m_ = u64::from(m);
+            let (x, y) = (x_bytes(m_), y_bytes(m_));
             if let (Some(split), Some((to_partials, from_partials))) = (self.split_for(m, chunk.rows), &chunk.split) {
                 let partials = u64::from(split.parts) * m_ * rows * 4;
                 let grid = (div_up(chunk.rows, 32), m.div_ceil(32), split.parts);
-                pass.dispatch(&split.matmul, to_partials, grid, work(weights + x + partials, flops));
+                pass.dispatch(&split.matmul, to_partials, grid, work(weights + x + partials, flops(m_)));
                 let grid = (div_up(chunk.rows, SPLIT_SUM_WORKGROUP as usize), m, 1);
                 pass.dispatch(&split.sum, from_partials, grid, work(partials + y, partials / 4));
                 continue;
             }
             let (kernel, group, grid) = self.pick(m, chunk);
-            pass.dispatch(kernel, group, grid, work(weights + x + y, flops));
+            pass.dispatch(kernel, group, grid, work(weights + x + y, flops(m_)));
         }
     }
 
@@ -507,24 +580,32 @@ impl Linear {
         }
     }
 
-    /// Whether `m` token rows read x through a uniform binding (lavapipe's decode; see
-    /// [`reads_x_uniform`]).
-    pub fn reads_x_uniform(&self, m: u32) -> bool {
-        m == 1 && matches!(self.kernels, Kernels::Direct { one_row: Some(_), .. })
+    /// Token rows per window where `m` token rows read x through uniform windows, a dispatch
+    /// each (lavapipe; see [`reads_x_uniform`]).
+    pub fn x_window_rows(&self, m: u32) -> Option<u32> {
+        self.chunks.first().and_then(|c| self.windowed_for(m, c)).map(|(w, _)| w.rows)
+    }
+
+    /// The windowed kernel and `chunk`'s bind group for it, where `m` token rows run one.
+    fn windowed_for<'a>(&'a self, m: u32, chunk: &'a Chunk) -> Option<(&'a Windowed, &'a wgpu::BindGroup)> {
+        match &self.kernels {
+            Kernels::Direct { blocks, windowed, .. } => {
+                let i = direct_block(blocks, m);
+                windowed[i].as_ref().zip(chunk.windowed[i].as_ref())
+            }
+            _ => None,
+        }
     }
 
     /// The kernel, bind group and grid for `m` token rows and `chunk`, unsplit.
     fn pick<'a>(&'a self, m: u32, chunk: &'a Chunk) -> (&'a Kernel, &'a wgpu::BindGroup, (u32, u32, u32)) {
         let rows = chunk.rows;
         match &self.kernels {
-            Kernels::Direct { blocks, kernels, one_row } => {
+            Kernels::Direct { blocks, kernels, .. } => {
                 let i = direct_block(blocks, m);
                 let block = blocks[i];
                 let grid = (div_up(rows, (block.n * DIRECT_WORKGROUP) as usize), m.div_ceil(block.m), 1);
-                match (one_row, &chunk.one_row) {
-                    (Some(kernel), Some(group)) if m == 1 => (kernel, group, grid),
-                    _ => (&kernels[i], &chunk.group, grid),
-                }
+                (&kernels[i], &chunk.group, grid)
             }
             Kernels::Tiled { matvec: Some(matvec), .. } if m <= self.tuning.matvec_max_rows => {
                 (&matvec.kernel, &chunk.group, matvec.grid(rows))

@@ -100,11 +100,12 @@ pub const LINEAR_BLOCKS: KernelSpec = KernelSpec {
     prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X, BLOCK_QUANTS],
     bindings: LINEAR_BINDINGS,
 };
-/// [`LINEAR_BLOCKS`] reading one token row of x through a uniform binding (lavapipe's decode:
-/// see linear_x_uniform.wgsl).
+/// [`LINEAR_BLOCKS`] reading x through a uniform binding, a window of token rows at a time
+/// (lavapipe: see linear_x_uniform.wgsl).
 pub const LINEAR_BLOCKS_UNIFORM_X: KernelSpec = KernelSpec {
     prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X_UNIFORM, BLOCK_QUANTS],
-    bindings: &[Uniform, Uniform, Uniform, Read, Read, ReadWrite, Read],
+    // linear.wgsl's, x a window at an offset, and the window's record.
+    bindings: &[Uniform, Uniform, UniformAtOffset, Read, Read, ReadWrite, Read, UniformAtOffset],
     ..LINEAR_BLOCKS
 };
 pub const KV_WRITE: KernelSpec =
