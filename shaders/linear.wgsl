@@ -26,6 +26,11 @@ override ACCUMULATE: bool = false;  // y += result: fuses the residual add
 override NORM: bool = false;
 override GLU: bool = false;
 override SWIGLU: bool = false;
+// Columns per part where y is written in parts (0: y is [M, out_cols]): part p holds columns
+// p Y_PART .. (p + 1) Y_PART - 1 as [M, Y_PART], the parts one after another ([P][M][Y_PART],
+// M x out_cols values as before), for a layer after it that reads them a part at a time
+// (linear_x_uniform.wgsl's X_PART).
+override Y_PART: u32 = 0u;
 
 @group(0) @binding(0) var<uniform> tokens: Tokens;
 @group(0) @binding(1) var<uniform> shape: Shape;
@@ -115,7 +120,13 @@ fn bias_at(n: u32) -> f32 {
 // Stores v as column n of the chunk's output for token row m (added to what y held, with
 // ACCUMULATE).
 fn put(m: u32, n: u32, v: f32) {
-    let at = m * shape.out_cols + shape.n_offset + n;
+    var at = m * shape.out_cols + shape.n_offset + n;
+    if Y_PART > 0u {
+        // (The divisor never 0 as the compiler sees it, where this branch is dead.)
+        let col = shape.n_offset + n;
+        let part = max(Y_PART, 1u);
+        at = (col / part * tokens.m + m) * part + col % part;
+    }
     if ACCUMULATE {
         y[at] += v;
     } else {

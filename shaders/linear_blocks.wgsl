@@ -10,7 +10,8 @@
 // The loops over a block have constant trip counts, which lavapipe unrolls, so its arrays
 // become registers; SwiftShader keeps such loops, so it runs linear_direct.wgsl instead.
 // Weights and x are read 16 bytes at a time wherever rows allow it (16-bit rows with K a
-// multiple of 8; quantized rows' x), which makes fewer, larger loops.
+// multiple of 8; quantized rows' x), which makes fewer, larger loops. A dispatch reads the
+// columns x_cols() from x_first_col() on: all of K, or one part of x (linear_x_uniform.wgsl).
 // The Rust side picks the block by the batch: 1 x 8 for one token (a block of more token rows
 // would compute it over again), 4 x 8 for a few, 16 x 16 for a prefill (fewer token rows where
 // x is read through a uniform window that holds fewer).
@@ -51,11 +52,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) gr
         wrow[j] = min(n0 + j, shape.n - 1u) * row_words(shape.k);
     }
     for (var i = 0u; i < BLOCK_M; i++) {
-        xrow[i] = min(m0 + i, tokens.m - 1u) * shape.k - x_first_value();
+        xrow[i] = x_row_at(min(m0 + i, tokens.m - 1u));
     }
     if DTYPE >= 3u {
         add_quantized();
-    } else if DTYPE < 2u && shape.k % 8u == 0u {
+    } else if DTYPE < 2u && shape.k % 8u == 0u && x_cols() % 8u == 0u {
         add_wide();
     } else {
         add_pairs();
@@ -84,10 +85,11 @@ alias BlockWeights = array<array<vec4<f32>, 2>, MAX_BLOCK>;
 // 16-bit rows with K a multiple of 8 (16-byte aligned rows): 8 values of each weight row and of
 // each token row per step, one load each.
 fn add_wide() {
-    for (var q = 0u; q < shape.k / 8u; q++) {
+    let first = x_first_col() / 8u;
+    for (var q = 0u; q < x_cols() / 8u; q++) {
         var ws: BlockWeights;
         for (var j = 0u; j < BLOCK_N; j++) {
-            ws[j] = unpack_eight(w[wrow[j] / 4u + q]);
+            ws[j] = unpack_eight(w[wrow[j] / 4u + first + q]);
         }
         for (var i = 0u; i < BLOCK_M; i++) {
             let at = (xrow[i] + 8u * q) / 4u;
@@ -102,10 +104,11 @@ fn add_wide() {
 
 // Any float rows (f32, or K not a multiple of 8): two values a step, read by the word.
 fn add_pairs() {
-    for (var p = 0u; p < shape.k / 2u; p++) {
+    let first = x_first_col() / 2u;
+    for (var p = 0u; p < x_cols() / 2u; p++) {
         var ws: array<vec2<f32>, MAX_BLOCK>;
         for (var j = 0u; j < BLOCK_N; j++) {
-            ws[j] = weight_pair_at(wrow[j], p, shape.k);
+            ws[j] = weight_pair_at(wrow[j], first + p, shape.k);
         }
         for (var i = 0u; i < BLOCK_M; i++) {
             let xv = vec2<f32>(x_value(xrow[i] + 2u * p), x_value(xrow[i] + 2u * p + 1u));
@@ -136,14 +139,15 @@ fn quad_scales(g: u32, b: u32) -> QuadScales {
 // block scale (and Q4_K min, or Q6_K second scale) is read once per block of 32 and applies to
 // a quad of rows' dot products at once (not a lookup per value pair).
 fn add_quantized() {
-    for (var b = 0u; b < shape.k / 32u; b++) {
+    let first = x_first_col() / 32u;
+    for (var b = 0u; b < x_cols() / 32u; b++) {
         var quants: array<BlockQuants, MAX_BLOCK>;
         var scales: array<QuadScales, 4>;
         for (var g = 0u; g < BLOCK_N / 4u; g++) {
-            scales[g] = quad_scales(g, b);
+            scales[g] = quad_scales(g, first + b);
         }
         for (var j = 0u; j < BLOCK_N; j++) {
-            quants[j] = block_quants(wrow[j], b);
+            quants[j] = block_quants(wrow[j], first + b);
         }
         for (var e = 0u; e < 4u; e++) {
             let v = 32u * b + 8u * e;

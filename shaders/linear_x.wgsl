@@ -1,11 +1,18 @@
 // linear.wgsl's x as a storage buffer: [M, K] row-major, a vec4 of values per element.
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 
-// The first token row a dispatch computes, and the value of x at which the binding starts:
-// the whole of x, from row 0.
+// What a dispatch reads of x (the functions linear_x_uniform.wgsl defines for its windows): all
+// of it, from token row 0; token row `row` starts at x_row_at(row) in the binding, and holds
+// x_cols() values, columns x_first_col() on of the weights.
 fn x_first_row() -> u32 {
     return 0u;
 }
-fn x_first_value() -> u32 {
+fn x_row_at(row: u32) -> u32 {
+    return row * shape.k;
+}
+fn x_cols() -> u32 {
+    return shape.k;
+}
+fn x_first_col() -> u32 {
     return 0u;
 }

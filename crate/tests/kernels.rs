@@ -107,7 +107,7 @@ fn whole_output<'a>(
     y: &'a wgpu::Buffer,
     n: usize,
 ) -> ops::LinearBuffers<'a> {
-    ops::LinearBuffers { tokens, x, bias, y, out_cols: n, first_col: 0, partials: None }
+    ops::LinearBuffers { tokens, x, bias, y, out_cols: n, first_col: 0, partials: None, x_part: 0, y_part: 0 }
 }
 
 #[test]
@@ -214,6 +214,83 @@ fn x_window_rows(gpu: &Gpu, m: usize, k: usize) -> Option<u32> {
     rows
 }
 
+/// `[M, cols]` laid out in parts of `part` columns: `[cols / part][M][part]` (linear.wgsl's
+/// Y_PART), and back.
+fn to_parts(v: &[f32], m: usize, cols: usize, part: usize) -> Vec<f32> {
+    let mut out = vec![0.0; m * cols];
+    for (i, &value) in v.iter().enumerate() {
+        let (row, col) = (i / cols, i % cols);
+        out[(col / part * m + row) * part + col % part] = value;
+    }
+    out
+}
+fn from_parts(v: &[f32], m: usize, cols: usize, part: usize) -> Vec<f32> {
+    (0..m * cols).map(|i| v[(i % cols / part * m + i / cols) * part + i % cols % part]).collect()
+}
+
+/// lavapipe keeps an activation too wide for a window of 16 token rows (the MLP's) in parts: the
+/// layers before it write y so, and the layer after it reads x a part at a time, adding each
+/// part's dot products (the bias once). Against the CPU reference at 0.5B's and 1.5B's widths,
+/// decode and prefill rows (a window and a part), float and quantized rows, weights in one
+/// binding and split over several.
+#[test]
+fn lavapipe_linear_layers_read_and_write_activations_in_parts() {
+    let gpu = family_gpu(KernelFamily::Direct, None);
+    if !gpu.info().name.contains("llvmpipe") {
+        assert_eq!(ops::activation_part(&gpu, 4864), 0, "parts are lavapipe's alone");
+        eprintln!("skipped: {} keeps activations whole", gpu.describe());
+        return;
+    }
+    assert_eq!([896, 130, 4870].map(|cols| ops::activation_part(&gpu, cols)), [0, 0, 0], "whole rows fit, or no parts");
+    assert_eq!(ops::activation_part(&gpu, 4864), 608);
+    assert_eq!(ops::activation_part(&gpu, 8960), 896);
+    let split = family_gpu(KernelFamily::Direct, Some(65_536));
+    let q8 = WeightFormat::Quant(Quant::Q8_0);
+    let q4k = WeightFormat::Quant(Quant::Q4_K);
+    // (M, K, N, format, weights split over bindings): x in parts (K the activation's width).
+    let reading = [
+        (1, 4864, 67, BF16, false),
+        (37, 4864, 67, BF16, false),
+        (37, 4864, 67, q8, true),
+        (17, 4864, 33, q4k, false),
+        (3, 4864, 9, WeightFormat::Float(Dtype::F32), false),
+        (17, 8960, 33, BF16, false),
+    ];
+    for (i, &(m, k, n, format, split_weights)) in reading.iter().enumerate() {
+        let gpu = if split_weights { &split } else { &gpu };
+        let part = ops::activation_part(gpu, k);
+        let LinearCase { x, w, b, y0, want } = linear_case(500 + 10 * i as u64, (m, k, n), format, true, true);
+        let wm = PackedMatrix::from_f32(gpu, "w", (n, k), format, &w).unwrap();
+        assert_eq!(wm.chunks().len() > 1, split_weights);
+        let xb = ops::linear_input(gpu, "x", (x.len() * 4) as u64);
+        gpu.queue().write_buffer(&xb, 0, bytemuck::cast_slice(&to_parts(&x, m, k, part)));
+        let (bb, yb, t) = (gpu.storage_from("b", &b), gpu.storage_from("y", &y0), tokens(gpu, m));
+        let io = ops::LinearBuffers { x_part: part, ..whole_output(&t, &xb, Some(&bb), &yb, n) };
+        let op = ops::Linear::new(gpu, &wm, io, ops::Store::Accumulate);
+        run(gpu, |p| op.encode(p, m as u32));
+        let what = format!("x in parts of {part}: M={m} K={k} N={n} {}", format.name());
+        assert_close(&read(gpu, &yb, m * n), &want, 1e-4, 1e-4, &what);
+    }
+    // (M, K, N, weights split): y in parts (N the activation's width), as gate_proj writes it.
+    for (i, &(m, k, n, split_weights)) in
+        [(1, 896, 4864, false), (37, 896, 4864, true), (5, 64, 8960, false)].iter().enumerate()
+    {
+        let gpu = if split_weights { &split } else { &gpu };
+        let part = ops::activation_part(gpu, n);
+        let LinearCase { x, w, b, want, .. } = linear_case(600 + 10 * i as u64, (m, k, n), BF16, true, false);
+        let wm = PackedMatrix::from_f32(gpu, "w", (n, k), BF16, &w).unwrap();
+        assert_eq!(wm.chunks().len() > 1, split_weights);
+        let xb = ops::linear_input(gpu, "x", (x.len() * 4) as u64);
+        gpu.queue().write_buffer(&xb, 0, bytemuck::cast_slice(&x));
+        let (bb, yb, t) = (gpu.storage_from("b", &b), gpu.storage("y", (m * n * 4) as u64), tokens(gpu, m));
+        let io = ops::LinearBuffers { y_part: part, ..whole_output(&t, &xb, Some(&bb), &yb, n) };
+        let op = ops::Linear::new(gpu, &wm, io, ops::Store::Overwrite);
+        run(gpu, |p| op.encode(p, m as u32));
+        let what = format!("y in parts of {part}: M={m} K={k} N={n}");
+        assert_close(&from_parts(&read(gpu, &yb, m * n), m, n, part), &want, 1e-4, 1e-4, &what);
+    }
+}
+
 /// matvec in either workgroup shape, whatever K (the decode microbenchmark times both): at odd
 /// sizes, at short and long rows, in blocks of 8 token rows, bias and accumulate, a float and a
 /// quantized format. The shape the layer would pick is asked for too, and the direct family
@@ -265,8 +342,17 @@ fn linear_over_split_weights_equals_unsplit() {
         let (xb, bb) = (gpu.storage_from("x", &x[..rows * k]), gpu.storage_from("b", &b));
         let yb = gpu.storage_from("y", &y0[..rows * out_cols]);
         let t = tokens(&gpu, rows);
-        let io =
-            ops::LinearBuffers { tokens: &t, x: &xb, bias: Some(&bb), y: &yb, out_cols, first_col, partials: None };
+        let io = ops::LinearBuffers {
+            tokens: &t,
+            x: &xb,
+            bias: Some(&bb),
+            y: &yb,
+            out_cols,
+            first_col,
+            partials: None,
+            x_part: 0,
+            y_part: 0,
+        };
         let op = ops::Linear::new(&gpu, &wm, io, ops::Store::Overwrite);
         run(&gpu, |p| op.encode(p, rows as u32));
         let mut want = y0[..rows * out_cols].to_vec();
@@ -313,7 +399,17 @@ fn matmul_split_over_k_equals_the_reference() {
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(&gpu, m);
                 let (bias, partials) = (bias.then_some(&bb), Some(&partials));
-                let io = ops::LinearBuffers { tokens: &t, x: &xb, bias, y: &yb, out_cols: n, first_col: 0, partials };
+                let io = ops::LinearBuffers {
+                    tokens: &t,
+                    x: &xb,
+                    bias,
+                    y: &yb,
+                    out_cols: n,
+                    first_col: 0,
+                    partials,
+                    x_part: 0,
+                    y_part: 0,
+                };
                 let store = if accumulate { ops::Store::Accumulate } else { ops::Store::Overwrite };
                 let op = ops::Linear::new(&gpu, &wm, io, store);
                 let mut listing = Vec::new();
@@ -344,6 +440,8 @@ fn matmul_split_over_k_equals_the_reference() {
         out_cols,
         first_col,
         partials: Some(&partials),
+        x_part: 0,
+        y_part: 0,
     };
     let op = ops::Linear::new(&gpu, &wm, io, ops::Store::Accumulate);
     let mut listing = Vec::new();
@@ -491,6 +589,8 @@ fn gate_and_up_rows_paired_write_their_swiglu() {
                     out_cols: inter,
                     first_col: 0,
                     partials: None,
+                    x_part: 0,
+                    y_part: 0,
                 };
                 let what = format!("paired M={m} K={k} I={inter} {} folded={folded}", format.name());
                 let Some(op) = ops::Linear::swiglu(&gpu, &wm, io, folded.then_some(fold)) else {

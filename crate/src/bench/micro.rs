@@ -11,7 +11,7 @@ use crate::gpu::Binding::*;
 use crate::gpu::{DestroyOnDrop, Dispatcher, Gpu, Kernel, KernelSpec, PackedMatrix, PassTimer, Work, read_buffer};
 use crate::ops::{
     AttendedKeys, Attention, AttentionBuffers, AttentionDims, AttentionPath, Linear, LinearBuffers, MATVEC_LANES,
-    SplitPartials, Store, fill_synthetic, linear_input, workgroup,
+    SplitPartials, Store, activation_part, fill_synthetic, linear_input, workgroup,
 };
 use crate::quant::WeightFormat;
 use crate::weights::Dtype;
@@ -240,8 +240,19 @@ async fn linear_prefill(gpu: &Gpu, k: usize, n: usize, fma_gflops: f64) -> Resul
     let _freed = DestroyOnDrop(vec![&x, &y]);
     let tokens = gpu.uniform("bench tokens", &[m as u32, 0, 0, 0]);
     let partials = SplitPartials::new(gpu);
-    let io =
-        |partials| LinearBuffers { tokens: &tokens, x: &x, bias: None, y: &y, out_cols: n, first_col: 0, partials };
+    // x as a prefill's MLP activation is, where K is its width (in parts on lavapipe).
+    let x_part = activation_part(gpu, k);
+    let io = |partials| LinearBuffers {
+        tokens: &tokens,
+        x: &x,
+        bias: None,
+        y: &y,
+        out_cols: n,
+        first_col: 0,
+        partials,
+        x_part,
+        y_part: 0,
+    };
     let gflops = |ms: f64| 2.0 * (m * k * n) as f64 / (ms * 1e6);
     let unsplit = Linear::new(gpu, &weights[0], io(None), Store::Overwrite);
     let gpu_ms = time_layer(gpu, &unsplit, m as u32, repeats).await?;
@@ -278,7 +289,17 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
     let (x, y) = (linear_input(gpu, "bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
     let _freed = DestroyOnDrop(vec![&x, &y]);
     let tokens = gpu.uniform("bench tokens", &[1u32, 0, 0, 0]);
-    let io = || LinearBuffers { tokens: &tokens, x: &x, bias: None, y: &y, out_cols: n, first_col: 0, partials: None };
+    let io = || LinearBuffers {
+        tokens: &tokens,
+        x: &x,
+        bias: None,
+        y: &y,
+        out_cols: n,
+        first_col: 0,
+        partials: None,
+        x_part: 0,
+        y_part: 0,
+    };
     let bytes = weights[0].bytes() + 4 * (k + n) as u64;
     // ms per layer and GB/s of `layers`, one dispatch each, after a warm-up.
     let time = |layers: Vec<Linear>| async move {

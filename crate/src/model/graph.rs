@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, Listed, ListingCheck, MlpInput, PassTimer};
 use crate::ops::{
     Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, Linear, LinearBuffers, LmHeadRows,
-    RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK, linear_input,
+    RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK, activation_part, linear_input,
 };
 
 /// Bytes of a `[rows, width]` buffer of 4-byte words (f32 or u32), counted in u64: on wasm32 a
@@ -114,7 +114,8 @@ enum Prologue {
 
 /// One linear layer of a [`FoldedLinears`]: its weights, its input (the prologue's output), and
 /// where it writes (output buffer, its width, the layer's first column; how: a [`Store`], or
-/// silu(gate) * up of paired gate and up weights).
+/// silu(gate) * up of paired gate and up weights); columns per part where x or y is in parts
+/// (lavapipe's MLP activation: [`activation_part`]).
 struct Target<'a> {
     linear: &'a GpuLinear,
     x: &'a wgpu::Buffer,
@@ -122,6 +123,8 @@ struct Target<'a> {
     out_cols: usize,
     first_col: usize,
     store: Option<Store>,
+    x_part: usize,
+    y_part: usize,
 }
 
 impl<'a> Target<'a> {
@@ -129,7 +132,8 @@ impl<'a> Target<'a> {
     fn linear(&self, g: &Gpu, io: &LayerInputs<'a>, x: &'a wgpu::Buffer, fold: Option<Fold>) -> Option<Linear> {
         let (bias, tokens, partials) = (self.linear.bias.as_ref(), io.tokens, io.partials);
         let (y, out_cols, first_col) = (self.y, self.out_cols, self.first_col);
-        let io = LinearBuffers { tokens, x, bias, y, out_cols, first_col, partials };
+        let (x_part, y_part) = (self.x_part, self.y_part);
+        let io = LinearBuffers { tokens, x, bias, y, out_cols, first_col, partials, x_part, y_part };
         let w = &self.linear.weight;
         match (self.store, fold) {
             (None, fold) => Linear::swiglu(g, w, io, fold),
@@ -289,7 +293,17 @@ impl Graph {
         let lm_head = weights.head();
         let (x, y) = (&s.head_normed, &s.logits);
         // The head splits no K: its many rows make tiles enough.
-        let head_io = LinearBuffers { tokens: &s.rows, x, bias: None, y, out_cols: v, first_col: 0, partials: None };
+        let head_io = LinearBuffers {
+            tokens: &s.rows,
+            x,
+            bias: None,
+            y,
+            out_cols: v,
+            first_col: 0,
+            partials: None,
+            x_part: 0,
+            y_part: 0,
+        };
         let head = HeadOps {
             gather_rows: GatherRows::new(g, &s.read_positions, &a.x, &head_x, h),
             norm: RmsNorm::new(g, &head_x, weights.norm(), &s.head_normed, h, c.rms_norm_eps),
@@ -377,13 +391,32 @@ impl LayerOps {
         for l in &w.qkv_proj {
             let first_col = qkv.iter().map(|t: &Target| t.linear.weight.rows()).sum();
             let (x, y, out_cols, store) = (&a.normed, &a.qkv, qkv_cols, Some(Store::Overwrite));
-            qkv.push(Target { linear: l, x, y, out_cols, first_col, store });
+            qkv.push(Target { linear: l, x, y, out_cols, first_col, store, x_part: 0, y_part: 0 });
         }
-        let mlp_in = |linear, y, store| Target { linear, x: &a.normed, y, out_cols: i, first_col: 0, store };
+        // gate_proj and up_proj write the MLP activation in parts where down_proj reads it so.
+        let part = activation_part(g, i);
+        let mlp_in = |linear, y, store| Target {
+            linear,
+            x: &a.normed,
+            y,
+            out_cols: i,
+            first_col: 0,
+            store,
+            x_part: 0,
+            y_part: part,
+        };
         // The residual stream x takes o_proj's and down_proj's outputs.
-        let residual =
-            |linear, x| Target { linear, x, y: &a.x, out_cols: h, first_col: 0, store: Some(Store::Accumulate) };
-        let down = residual(&w.down_proj, &a.gate);
+        let residual = |linear, x, x_part| Target {
+            linear,
+            x,
+            y: &a.x,
+            out_cols: h,
+            first_col: 0,
+            store: Some(Store::Accumulate),
+            x_part,
+            y_part: 0,
+        };
+        let down = residual(&w.down_proj, &a.gate, part);
         let norm = |weight| {
             let fold = Fold::Norm { weight, eps };
             Some((Prologue::Norm(RmsNorm::new(g, &a.x, weight, &a.normed, h, eps)), &a.x, fold))
@@ -418,7 +451,7 @@ impl LayerOps {
         Ok(LayerOps {
             attention_input: FoldedLinears::new(g, io, norm(&w.input_layernorm), &qkv)?,
             attention: Attention::new(g, attention, shared.dims)?,
-            o_proj: FoldedLinears::new(g, io, None, &[residual(&w.o_proj, &a.attn)])?,
+            o_proj: FoldedLinears::new(g, io, None, &[residual(&w.o_proj, &a.attn, 0)])?,
             mlp_input,
             mlp_output,
         })

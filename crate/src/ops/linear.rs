@@ -73,8 +73,10 @@ pub const LINEAR_X_UNIFORM_BYTES: u64 = 64 << 10;
 /// same for all lanes are one. Measured there (2 threads, bf16, 0.5B's shapes), one token row:
 /// 896x896 / 896x4864 / 4864x896 took 1.63 / 7.99 / 8.69 ms where x read as storage took 1.97 /
 /// 9.35 / 10.60, about what they took with x not read at all (1.58 / 7.60 / 8.48): the weights
-/// alone are left; 128 token rows in 16-row windows: 896x896 and 896x4864 took 29 and 113 ms
-/// where x read as storage took 47 and 244.
+/// alone are left; 128 token rows in 16-row windows: 896x896 and 896x4864 took 24-29 and
+/// 113-118 ms where x read as storage took 39-47 and 213-244, and 4864x896 with x in 8 parts
+/// ([`activation_part`]) 127-130 ms where x whole, read as storage, took 212-245 (medians of
+/// noisy runs: this machine's own copy bandwidth varied from 1.6 to 2.2 GB/s between them).
 fn reads_x_uniform(gpu: &Gpu) -> bool {
     gpu.direct_kernels()
         && direct_kernel(gpu).2
@@ -117,23 +119,44 @@ fn window_rows(block_m: u32, k: usize, stride: u32) -> Option<u32> {
     (rows > 0 && 2 * rows >= block_m).then_some(rows)
 }
 
-/// The value of x (row-major `[M, k]`) at which window `j` of `rows` token rows starts: its
-/// first row's first value, rounded down to a whole `stride` of bytes (a dynamic offset's
-/// alignment).
-fn window_start(j: u32, rows: u32, k: usize, stride: u32) -> u32 {
-    let first = u64::from(j * rows) * k as u64;
-    let per_stride = u64::from(stride / 4);
-    (first / per_stride * per_stride) as u32
+/// Columns per part in which lavapipe keeps an activation `cols` wide for a linear layer to
+/// read as x (linear.wgsl's `Y_PART` for the layers writing it, linear_x_uniform.wgsl's
+/// `X_PART` for the one reading it), where a uniform window of a prefill's block of token rows
+/// cannot hold its rows whole: the fewest equal parts, of whole blocks of 32 values (quantized
+/// rows' blocks), that it can hold. 0.5B's MLP activation (4,864 wide) in 8 parts of 608, 1.5B's
+/// (8,960) in 10 of 896. 0: the activation is kept whole (`[M, cols]`), as elsewhere.
+pub fn activation_part(gpu: &Gpu, cols: usize) -> usize {
+    let (block, stride) = (LAVAPIPE_BLOCKS[2].m, gpu.record_stride());
+    let whole_rows_fit = |cols| window_rows(block, cols, stride) == Some(block);
+    if !reads_x_uniform(gpu) || whole_rows_fit(cols) || !cols.is_multiple_of(32) {
+        return 0;
+    }
+    let blocks = cols / 32;
+    (2..=blocks).filter(|p| blocks.is_multiple_of(*p)).map(|p| cols / p).find(|&part| whole_rows_fit(part)).unwrap_or(0)
 }
 
-/// A direct kernel reading x through uniform windows, one dispatch per window of `rows` token
-/// rows, each binding x at its [`window_start`] and the window's record in `table`
-/// (linear_x_uniform.wgsl's `Window`).
+/// The value of x at which the window of `rows` token rows from `first_row` on of part `part`
+/// of x (`[parts][M][cols]`; one part: `[M, cols]`) starts: its first value, rounded down to a
+/// whole `align` of values (a dynamic offset's alignment). linear_x_uniform.wgsl's
+/// x_window_start, alike.
+fn window_start(part: u32, m: u32, first_row: u32, cols: usize, align: u32) -> u32 {
+    let first = (u64::from(part) * u64::from(m) + u64::from(first_row)) * cols as u64;
+    (first / u64::from(align) * u64::from(align)) as u32
+}
+
+/// A direct kernel reading x through uniform windows: one dispatch per window of `rows` token
+/// rows and part of x (`parts` of `cols` columns), each binding x at its [`window_start`] and
+/// the window's record in `table` (linear_x_uniform.wgsl's `Window`: record `j * parts + part`
+/// for window j).
 struct Windowed {
     kernel: Rc<Kernel>,
+    /// Parts after the first (x in parts): adding their dot products to the first's.
+    later_parts: Rc<Kernel>,
     rows: u32,
     /// Weight rows of the kernel's block (its `BLOCK_N`).
     block_n: u32,
+    cols: usize,
+    parts: usize,
     table: Rc<wgpu::Buffer>,
 }
 
@@ -242,7 +265,8 @@ impl Drop for SplitPartials {
 /// The buffers a [`Linear`] reads and writes. `tokens` is linear.wgsl's `Tokens` uniform (M in
 /// its first field); `bias` is optional; `y` has `out_cols` columns, of which the layer writes
 /// its N from `first_col` on (0 but where several layers fill one output side by side). With
-/// `partials`, the GPU family's matmul may split K (see [`Tuning::split_k_below_tiles`]).
+/// `partials`, the GPU family's matmul may split K (see [`Tuning::split_k_below_tiles`]). x and
+/// y are `[M, K]` and `[M, out_cols]`, or in parts where [`activation_part`] says (lavapipe).
 pub struct LinearBuffers<'a> {
     pub tokens: &'a wgpu::Buffer,
     pub x: &'a wgpu::Buffer,
@@ -251,6 +275,9 @@ pub struct LinearBuffers<'a> {
     pub out_cols: usize,
     pub first_col: usize,
     pub partials: Option<&'a SplitPartials>,
+    /// Columns per part where x or y is in parts ([`activation_part`]; 0: whole).
+    pub x_part: usize,
+    pub y_part: usize,
 }
 
 /// The operation before a [`Linear`] that its matvec applies as it reads x ([`Linear::folded`]).
@@ -389,13 +416,15 @@ impl Linear {
     ) -> Self {
         let accumulate = store == Store::Accumulate;
         let flag = |name, on: bool| (name, f64::from(u8::from(on)));
+        debug_assert!(io.y_part == 0 || gpu.direct_kernels(), "y in parts: lavapipe's direct kernels only");
         let constants = [
             w.dtype_constant(),
             flag("HAS_BIAS", io.bias.is_some()),
             flag("ACCUMULATE", accumulate),
             flag("SWIGLU", swiglu),
         ];
-        let with = |extra: &[(&'static str, f64)]| [&constants[..], extra].concat();
+        let y_part = (io.y_part > 0).then_some(("Y_PART", io.y_part as f64));
+        let with = |extra: &[(&'static str, f64)]| [&constants[..], y_part.as_slice(), extra].concat();
         // What a fold adds: matvec's switch, its binding 6 and epsilon, and the bytes it reads
         // besides x (once, and per token row). Without a bias (or a fold) the shader never reads
         // binding 4 (or 6); x stands in.
@@ -413,23 +442,35 @@ impl Linear {
             Kernels::Folded { matvec: Matvec::new(gpu, shape, &with(&[(switch, 1.0)])) }
         } else if gpu.direct_kernels() {
             let (spec, blocks, sized_n) = direct_kernel(gpu);
-            let direct = |spec, b: DirectBlock| {
+            let direct_with = |spec, b: DirectBlock, extra: &[(&'static str, f64)]| {
                 let block = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", f64::from(b.m))];
                 let n = sized_n.then_some(("BLOCK_N", f64::from(b.n)));
-                gpu.kernel(spec, &with(&[&block[..], n.as_slice()].concat()))
+                gpu.kernel(spec, &with(&[&block[..], n.as_slice(), extra].concat()))
             };
+            let direct = |spec, b| direct_with(spec, b, &[]);
             // x a linear_input: its token rows, past which it holds a window's length.
             let x_rows = (io.x.size().saturating_sub(LINEAR_X_UNIFORM_BYTES) / (4 * k as u64).max(1)) as usize;
             let uniform_x = reads_x_uniform(gpu) && io.x.usage().contains(wgpu::BufferUsages::UNIFORM) && x_rows > 0;
             let stride = gpu.record_stride();
             let windowed = blocks.map(|b| {
-                let rows = window_rows(b.m, k, stride).filter(|_| uniform_x)?;
-                let table = gpu.record_table(("x windows", rows, k as u32), x_rows.div_ceil(rows as usize), |j| {
-                    [j as u32 * rows, window_start(j as u32, rows, k, stride), 0, 0]
+                // x in parts, but for one token row: its parts side by side are the row.
+                let x_part = if b.m == 1 { 0 } else { io.x_part };
+                let (cols, parts) = if x_part > 0 { (x_part, k / x_part) } else { (k, 1) };
+                let rows = window_rows(b.m, cols, stride).filter(|_| uniform_x)?;
+                let windows = x_rows.div_ceil(rows as usize) * parts;
+                let table = gpu.record_table(("x windows", rows, parts as u32), windows, |j| {
+                    [(j / parts) as u32 * rows, (j % parts) as u32, stride / 4, 0]
                 });
-                let kernel = direct(&LINEAR_BLOCKS_UNIFORM_X, DirectBlock { m: rows, n: b.n });
-                Some(Windowed { kernel, rows, block_n: b.n, table })
+                let block = DirectBlock { m: rows, n: b.n };
+                let x_part = ("X_PART", x_part as f64);
+                let kernel = direct_with(&LINEAR_BLOCKS_UNIFORM_X, block, &[x_part]);
+                // Parts after the first add to the first's sums, whose bias is in.
+                let later = [flag("HAS_BIAS", false), flag("ACCUMULATE", true), x_part];
+                let later_parts = direct_with(&LINEAR_BLOCKS_UNIFORM_X, block, &later);
+                Some(Windowed { kernel, later_parts, rows, block_n: b.n, cols, parts, table })
             });
+            // x in parts is read through windows alone (activation_part makes sure they fit).
+            debug_assert!(io.x_part == 0 || windowed.iter().all(Option::is_some), "x in parts, not windows");
             Kernels::Direct { blocks, kernels: blocks.map(|b| direct(spec, b)), windowed }
         } else {
             Kernels::Tiled {
@@ -526,15 +567,23 @@ impl Linear {
             let x_bytes = |m: u64| m * k * 4 + self.extra_reads.0 as u64 + m * self.extra_reads.1 as u64;
             let flops = |m: u64| 2 * m * k * rows;
             if let Some((windowed, group)) = self.windowed_for(m, chunk) {
-                // A dispatch per window, each reading the whole weights (as each block of
-                // token rows of one dispatch would).
+                // A dispatch per window and part of x, each reading the weights' columns of its
+                // part (as each block of token rows of one dispatch would) and storing into y
+                // (the first part's first: the others add).
                 let grid = (div_up(chunk.rows, (windowed.block_n * DIRECT_WORKGROUP) as usize), 1, 1);
+                let (cols, parts, stride) = (windowed.cols, windowed.parts, self.record_stride);
+                let part_share = |bytes: u64| bytes / parts as u64;
                 for j in 0..m.div_ceil(windowed.rows) {
-                    let offsets =
-                        [4 * window_start(j, windowed.rows, self.k, self.record_stride), j * self.record_stride];
-                    let m_j = u64::from((m - j * windowed.rows).min(windowed.rows));
-                    let work = work(weights + x_bytes(m_j) + y_bytes(m_j), flops(m_j));
-                    pass.dispatch_at(&windowed.kernel, group, &offsets, grid, work);
+                    let first_row = j * windowed.rows;
+                    let m_j = u64::from((m - first_row).min(windowed.rows));
+                    for part in 0..parts as u32 {
+                        let x_offset = 4 * window_start(part, m, first_row, cols, stride / 4);
+                        let offsets = [x_offset, (j * parts as u32 + part) * stride];
+                        let kernel = if part == 0 { &windowed.kernel } else { &windowed.later_parts };
+                        let bytes = part_share(weights + x_bytes(m_j)) + y_bytes(m_j);
+                        let work = work(bytes, part_share(flops(m_j)));
+                        pass.dispatch_at(kernel, group, &offsets, grid, work);
+                    }
                 }
                 continue;
             }
