@@ -34,8 +34,9 @@ override Y_PART: u32 = 0u;
 
 @group(0) @binding(0) var<uniform> tokens: Tokens;
 @group(0) @binding(1) var<uniform> shape: Shape;
-// @binding(2): x, [M, K] row-major, a vec4 of values per element: linear_x.wgsl (storage), or
-// linear_x_uniform.wgsl (one token row, read through a uniform binding: lavapipe's decode).
+// @binding(2): x, [M, K] row-major (or in parts: linear_x_uniform.wgsl), a vec4 of values per
+// element: linear_x.wgsl (storage), or linear_x_uniform.wgsl (a window of token rows through a
+// uniform binding: lavapipe).
 @group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed
 @group(0) @binding(4) var<storage, read> bias: array<f32>;         // [rows of the layer] (read with HAS_BIAS)
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]

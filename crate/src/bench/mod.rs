@@ -68,11 +68,11 @@ impl BenchOptions {
         let grid = gpu.limits().max_compute_workgroups_per_dimension as usize;
         let per_binding = |bytes_each: usize| (gpu.max_binding() / (bytes_each.max(1) as u64)) as usize;
         let slots = batch.min(per_binding(4 * kv_capacity * config.kv_dim())).clamp(1, grid);
+        // The MLP activations are a linear layer's input, which may hold a little more.
+        let activations = gpu.max_binding().saturating_sub(crate::ops::linear_input_slack(gpu));
+        let activation_rows = (activations / (4 * config.intermediate_size.max(1) as u64)) as usize;
         ModelOptions {
-            max_tokens: longest
-                .max(batch.saturating_mul(per_judgment))
-                .min(per_binding(4 * config.intermediate_size))
-                .min(grid),
+            max_tokens: longest.max(batch.saturating_mul(per_judgment)).min(activation_rows).min(grid),
             kv_slots: slots,
             kv_capacity,
             max_rows: slots,

@@ -10,7 +10,8 @@ use crate::gpu::Gpu;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Binding {
     Uniform,
-    /// A uniform bound at an offset given with each dispatch (`Pass::dispatch_at`).
+    /// A uniform bound at an offset given with each dispatch
+    /// ([`Dispatcher::dispatch_at`](crate::gpu::Dispatcher::dispatch_at)).
     UniformAtOffset,
     Read,
     ReadWrite,
@@ -42,7 +43,8 @@ pub(crate) type KernelKey = (&'static [&'static str], &'static str, Vec<(&'stati
 
 pub const PACKED: &str = include_str!("../../../shaders/packed.wgsl");
 pub const LINEAR: &str = include_str!("../../../shaders/linear.wgsl");
-/// [`LINEAR`]'s x, bound as storage (every linear kernel) or as a uniform (one token row).
+/// [`LINEAR`]'s x, bound as storage (every linear kernel) or as a uniform (a window of token rows:
+/// lavapipe's linear_blocks.wgsl).
 pub const LINEAR_X: &str = include_str!("../../../shaders/linear_x.wgsl");
 pub const LINEAR_X_UNIFORM: &str = include_str!("../../../shaders/linear_x_uniform.wgsl");
 pub const WEIGHT_PAIRS: &str = include_str!("../../../shaders/weight_pairs.wgsl");

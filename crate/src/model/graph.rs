@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Dispatcher, Gpu, GpuLinear, GpuWeights, Listed, ListingCheck, MlpInput, PassTimer};
 use crate::ops::{
     Attention, AttentionBuffers, AttentionDims, Embedding, Fold, GatherRows, Linear, LinearBuffers, LmHeadRows,
-    RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK, activation_part, linear_input,
+    RmsNorm, SiluMul, SplitPartials, Store, TOP_K_MAX, TopK, activation_part, linear_input, linear_input_slack,
 };
 
 /// Bytes of a `[rows, width]` buffer of 4-byte words (f32 or u32), counted in u64: on wasm32 a
@@ -209,8 +209,9 @@ struct Activations {
     normed: wgpu::Buffer, // [M, hidden]
     qkv: wgpu::Buffer,    // [M, hidden + 2 kv_dim]: queries, keys, values
     attn: wgpu::Buffer,   // [M, hidden]
-    gate: wgpu::Buffer,   // [M, intermediate]: silu(gate) * up (first the gate, if separate)
-    up: wgpu::Buffer,     // [M, intermediate] where a layer's gate and up are separate, else unused
+    // gate and up: [M, intermediate], on lavapipe in parts ([P][M][part]: ops::activation_part).
+    gate: wgpu::Buffer, // silu(gate) * up (first the gate, if separate)
+    up: wgpu::Buffer,   // where a layer's gate and up are separate, else unused
 }
 
 impl Activations {
@@ -266,7 +267,7 @@ impl Graph {
         let c = weights.config();
         let (h, v) = (c.hidden_size, c.vocab_size);
         for (what, bytes) in [
-            ("the MLP activations", words(o.max_tokens, c.intermediate_size)),
+            ("the MLP activations", words(o.max_tokens, c.intermediate_size) + linear_input_slack(g)),
             ("the full-vocabulary logits", words(o.max_full_rows, v)),
         ] {
             g.check_binding(what, bytes)?;

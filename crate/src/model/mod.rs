@@ -294,7 +294,8 @@ impl Model {
     /// ([`Model::prefill`]).
     pub fn pass_tokens(gpu: &Gpu, config: &Qwen2Config) -> usize {
         let grid = gpu.limits().max_compute_workgroups_per_dimension as usize;
-        let per_binding = gpu.max_binding() / (4 * config.intermediate_size as u64);
+        let activations = gpu.max_binding().saturating_sub(crate::ops::linear_input_slack(gpu));
+        let per_binding = activations / (4 * config.intermediate_size as u64);
         grid.min(usize::try_from(per_binding).unwrap_or(usize::MAX)).max(1)
     }
 

@@ -84,14 +84,20 @@ fn reads_x_uniform(gpu: &Gpu) -> bool {
 }
 
 /// A buffer for linear layers to read as x, `bytes` long: storage, and where the device reads
-/// x through a uniform binding, a uniform buffer [`LINEAR_X_UNIFORM_BYTES`] longer (a window
-/// that starts at any of its rows stays inside it).
+/// x through a uniform binding, a uniform buffer [`linear_input_slack`] longer.
 pub fn linear_input(gpu: &Gpu, label: &str, bytes: u64) -> wgpu::Buffer {
     if reads_x_uniform(gpu) {
-        gpu.storage_and_uniform(label, bytes + LINEAR_X_UNIFORM_BYTES)
+        gpu.storage_and_uniform(label, bytes + linear_input_slack(gpu))
     } else {
         gpu.storage(label, bytes)
     }
+}
+
+/// Bytes a [`linear_input`] holds past its values (bound whole as storage, all of it must fit
+/// one binding): where the device reads x through uniform windows, a window's length, so that a
+/// window starting at any of its rows stays inside it; else none.
+pub fn linear_input_slack(gpu: &Gpu) -> u64 {
+    if reads_x_uniform(gpu) { LINEAR_X_UNIFORM_BYTES } else { 0 }
 }
 
 /// linear_blocks.wgsl's `MAX_BLOCK`: the most rows of either side of a block.
@@ -112,7 +118,8 @@ const _: () = {
 /// ([`reads_x_uniform`]), a window starting at a multiple of `stride` bytes at or before its
 /// first row: the block's rows where they fit, else as many as fit where that is half the block
 /// or more; `None` for fewer. A block's rows share each load of the weights, lavapipe's larger
-/// cost: at 0.5B's down_proj (K = 4,864: 3 rows) x read as storage in 16-row blocks is faster.
+/// cost: at K = 4,864 (3 rows) x read as storage in 16-row blocks would be faster; x that wide is
+/// kept in parts instead ([`activation_part`]).
 fn window_rows(block_m: u32, k: usize, stride: u32) -> Option<u32> {
     let fit = (LINEAR_X_UNIFORM_BYTES - u64::from(stride)) / (4 * k as u64).max(1);
     let rows = fit.min(u64::from(block_m)) as u32;
@@ -150,8 +157,8 @@ fn window_start(part: u32, m: u32, first_row: u32, cols: usize, align: u32) -> u
 /// for window j).
 struct Windowed {
     kernel: Rc<Kernel>,
-    /// Parts after the first (x in parts): adding their dot products to the first's.
-    later_parts: Rc<Kernel>,
+    /// Parts after the first, where x is in parts: adding their dot products to the first's.
+    later_parts: Option<Rc<Kernel>>,
     rows: u32,
     /// Weight rows of the kernel's block (its `BLOCK_N`).
     block_n: u32,
@@ -417,14 +424,16 @@ impl Linear {
         let accumulate = store == Store::Accumulate;
         let flag = |name, on: bool| (name, f64::from(u8::from(on)));
         debug_assert!(io.y_part == 0 || gpu.direct_kernels(), "y in parts: lavapipe's direct kernels only");
-        let constants = [
-            w.dtype_constant(),
-            flag("HAS_BIAS", io.bias.is_some()),
-            flag("ACCUMULATE", accumulate),
-            flag("SWIGLU", swiglu),
-        ];
-        let y_part = (io.y_part > 0).then_some(("Y_PART", io.y_part as f64));
-        let with = |extra: &[(&'static str, f64)]| [&constants[..], y_part.as_slice(), extra].concat();
+        // The override constants of a kernel of the layer adding a bias, or into y, or neither (a
+        // part of x after the first adds into y, without the bias: `later_parts`).
+        let constants_for = |bias: bool, accumulate: bool| {
+            let flags =
+                [w.dtype_constant(), flag("HAS_BIAS", bias), flag("ACCUMULATE", accumulate), flag("SWIGLU", swiglu)];
+            let y_part = (io.y_part > 0).then_some(("Y_PART", io.y_part as f64));
+            [&flags[..], y_part.as_slice()].concat()
+        };
+        let constants = constants_for(io.bias.is_some(), accumulate);
+        let with = |extra: &[(&'static str, f64)]| [&constants[..], extra].concat();
         // What a fold adds: matvec's switch, its binding 6 and epsilon, and the bytes it reads
         // besides x (once, and per token row). Without a bias (or a fold) the shader never reads
         // binding 4 (or 6); x stands in.
@@ -442,12 +451,13 @@ impl Linear {
             Kernels::Folded { matvec: Matvec::new(gpu, shape, &with(&[(switch, 1.0)])) }
         } else if gpu.direct_kernels() {
             let (spec, blocks, sized_n) = direct_kernel(gpu);
-            let direct_with = |spec, b: DirectBlock, extra: &[(&'static str, f64)]| {
-                let block = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", f64::from(b.m))];
-                let n = sized_n.then_some(("BLOCK_N", f64::from(b.n)));
-                gpu.kernel(spec, &with(&[&block[..], n.as_slice(), extra].concat()))
-            };
-            let direct = |spec, b| direct_with(spec, b, &[]);
+            let direct_with =
+                |spec, b: DirectBlock, constants: &[(&'static str, f64)], extra: &[(&'static str, f64)]| {
+                    let block = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", f64::from(b.m))];
+                    let n = sized_n.then_some(("BLOCK_N", f64::from(b.n)));
+                    gpu.kernel(spec, &[constants, &block[..], n.as_slice(), extra].concat())
+                };
+            let direct = |spec, b| direct_with(spec, b, &constants, &[]);
             // x a linear_input: its token rows, past which it holds a window's length.
             let x_rows = (io.x.size().saturating_sub(LINEAR_X_UNIFORM_BYTES) / (4 * k as u64).max(1)) as usize;
             let uniform_x = reads_x_uniform(gpu) && io.x.usage().contains(wgpu::BufferUsages::UNIFORM) && x_rows > 0;
@@ -463,14 +473,20 @@ impl Linear {
                 });
                 let block = DirectBlock { m: rows, n: b.n };
                 let x_part = ("X_PART", x_part as f64);
-                let kernel = direct_with(&LINEAR_BLOCKS_UNIFORM_X, block, &[x_part]);
+                let kernel = direct_with(&LINEAR_BLOCKS_UNIFORM_X, block, &constants, &[x_part]);
                 // Parts after the first add to the first's sums, whose bias is in.
-                let later = [flag("HAS_BIAS", false), flag("ACCUMULATE", true), x_part];
-                let later_parts = direct_with(&LINEAR_BLOCKS_UNIFORM_X, block, &later);
+                let later_parts = (parts > 1)
+                    .then(|| direct_with(&LINEAR_BLOCKS_UNIFORM_X, block, &constants_for(false, true), &[x_part]));
                 Some(Windowed { kernel, later_parts, rows, block_n: b.n, cols, parts, table })
             });
-            // x in parts is read through windows alone (activation_part makes sure they fit).
-            debug_assert!(io.x_part == 0 || windowed.iter().all(Option::is_some), "x in parts, not windows");
+            // x in parts is read through windows alone (activation_part makes sure they fit),
+            // but for one token row, whose parts side by side are the row.
+            debug_assert!(
+                io.x_part == 0
+                    || (k.is_multiple_of(io.x_part)
+                        && blocks.iter().zip(&windowed).all(|(b, w)| b.m == 1 || w.is_some())),
+                "x in parts, not windows"
+            );
             Kernels::Direct { blocks, kernels: blocks.map(|b| direct(spec, b)), windowed }
         } else {
             Kernels::Tiled {
@@ -579,8 +595,11 @@ impl Linear {
                     for part in 0..parts as u32 {
                         let x_offset = 4 * window_start(part, m, first_row, cols, stride / 4);
                         let offsets = [x_offset, (j * parts as u32 + part) * stride];
-                        let kernel = if part == 0 { &windowed.kernel } else { &windowed.later_parts };
-                        let bytes = part_share(weights + x_bytes(m_j)) + y_bytes(m_j);
+                        let (kernel, y) = match (part, &windowed.later_parts) {
+                            (1.., Some(later)) => (later, 2 * y_bytes(m_j) / (1 + u64::from(self.accumulate))),
+                            _ => (&windowed.kernel, y_bytes(m_j)),
+                        };
+                        let bytes = part_share(weights + x_bytes(m_j)) + y;
                         let work = work(bytes, part_share(flops(m_j)));
                         pass.dispatch_at(kernel, group, &offsets, grid, work);
                     }

@@ -16,7 +16,7 @@ pub use attention::{
 };
 pub use linear::{
     Fold, LINEAR_X_UNIFORM_BYTES, Linear, LinearBuffers, MATVEC_LANES, MATVEC_MAX_ROWS, SplitPartials, Store,
-    activation_part, linear_input,
+    activation_part, linear_input, linear_input_slack,
 };
 pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, TopK};
 pub use synthetic::{fill_synthetic, synthetic_weights};
