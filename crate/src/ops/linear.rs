@@ -77,10 +77,16 @@ pub const LINEAR_X_UNIFORM_BYTES: u64 = 64 << 10;
 /// 113-118 ms where x read as storage took 39-47 and 213-244, and 4864x896 with x in 8 parts
 /// ([`activation_part`]) 127-130 ms where x whole, read as storage, took 212-245 (medians of
 /// noisy runs: this machine's own copy bandwidth varied from 1.6 to 2.2 GB/s between them).
+///
+/// Only where a storage binding holds 16 windows or more: the x buffers' slack (a window's
+/// length, [`linear_input_slack`]) is then a small part of the binding that also holds the
+/// tokens (WebGPU's default binding is 128 MiB; a device held to less, as a test's is, keeps x
+/// in storage).
 fn reads_x_uniform(gpu: &Gpu) -> bool {
     gpu.direct_kernels()
         && direct_kernel(gpu).2
         && gpu.limits().max_uniform_buffer_binding_size >= LINEAR_X_UNIFORM_BYTES
+        && gpu.max_binding() >= 16 * LINEAR_X_UNIFORM_BYTES
 }
 
 /// A buffer for linear layers to read as x, `bytes` long: storage, and where the device reads
