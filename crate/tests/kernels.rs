@@ -99,17 +99,6 @@ fn tokens(gpu: &Gpu, m: usize) -> wgpu::Buffer {
     gpu.uniform("tokens", &[m as u32, 0, 0, 0])
 }
 
-/// A layer's buffers when it writes all `n` columns of y and splits no K.
-fn whole_output<'a>(
-    tokens: &'a wgpu::Buffer,
-    x: &'a wgpu::Buffer,
-    bias: Option<&'a wgpu::Buffer>,
-    y: &'a wgpu::Buffer,
-    n: usize,
-) -> ops::LinearBuffers<'a> {
-    ops::LinearBuffers { tokens, x, bias, y, out_cols: n, first_col: 0, partials: None, x_part: 0, y_part: 0 }
-}
-
 #[test]
 fn tiled_linear_matches_reference_at_odd_and_real_sizes() {
     linear_cases(&family_gpu(KernelFamily::Tiled, None), KernelFamily::Tiled);
@@ -179,7 +168,7 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
                 let (bb, yb) = (gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(gpu, m);
                 let b_used = bias.then_some(&bb);
-                let io = whole_output(&t, &xb, b_used, &yb, n);
+                let io = ops::LinearBuffers::whole(&t, &xb, b_used, &yb, n);
                 let store = if accumulate { ops::Store::Accumulate } else { ops::Store::Overwrite };
                 let op = ops::Linear::new(gpu, &wm, io, store);
                 run(gpu, |p| op.encode(p, m as u32));
@@ -265,7 +254,7 @@ fn lavapipe_linear_layers_read_and_write_activations_in_parts() {
         let xb = ops::linear_input(gpu, "x", (x.len() * 4) as u64);
         gpu.queue().write_buffer(&xb, 0, bytemuck::cast_slice(&to_parts(&x, m, k, part)));
         let (bb, yb, t) = (gpu.storage_from("b", &b), gpu.storage_from("y", &y0), tokens(gpu, m));
-        let io = ops::LinearBuffers { x_part: part, ..whole_output(&t, &xb, Some(&bb), &yb, n) };
+        let io = ops::LinearBuffers { x_part: part, ..ops::LinearBuffers::whole(&t, &xb, Some(&bb), &yb, n) };
         let op = ops::Linear::new(gpu, &wm, io, ops::Store::Accumulate);
         run(gpu, |p| op.encode(p, m as u32));
         let what = format!("x in parts of {part}: M={m} K={k} N={n} {}", format.name());
@@ -283,7 +272,7 @@ fn lavapipe_linear_layers_read_and_write_activations_in_parts() {
         let xb = ops::linear_input(gpu, "x", (x.len() * 4) as u64);
         gpu.queue().write_buffer(&xb, 0, bytemuck::cast_slice(&x));
         let (bb, yb, t) = (gpu.storage_from("b", &b), gpu.storage("y", (m * n * 4) as u64), tokens(gpu, m));
-        let io = ops::LinearBuffers { y_part: part, ..whole_output(&t, &xb, Some(&bb), &yb, n) };
+        let io = ops::LinearBuffers { y_part: part, ..ops::LinearBuffers::whole(&t, &xb, Some(&bb), &yb, n) };
         let op = ops::Linear::new(gpu, &wm, io, ops::Store::Overwrite);
         run(gpu, |p| op.encode(p, m as u32));
         let what = format!("y in parts of {part}: M={m} K={k} N={n}");
@@ -306,7 +295,7 @@ fn matvec_in_either_workgroup_shape_matches_reference() {
                 let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), format, &w).unwrap();
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(&gpu, m);
-                let io = || whole_output(&t, &xb, Some(&bb), &yb, n);
+                let io = || ops::LinearBuffers::whole(&t, &xb, Some(&bb), &yb, n);
                 let picked = ops::Linear::new(&gpu, &wm, io(), ops::Store::Accumulate).matvec_lanes();
                 assert_eq!(picked, Some(if k >= 2048 { 64 } else { 32 }), "K={k}");
                 let op = ops::Linear::with_matvec_lanes(&gpu, &wm, io(), ops::Store::Accumulate, lanes).unwrap();
@@ -320,7 +309,7 @@ fn matvec_in_either_workgroup_shape_matches_reference() {
     let direct = family_gpu(KernelFamily::Direct, None);
     let wm = PackedMatrix::from_f32(&direct, "w", (8, 64), BF16, &[0.0; 512]).unwrap();
     let (t, x, y) = (tokens(&direct, 1), direct.storage("x", 256), direct.storage("y", 32));
-    let io = whole_output(&t, &x, None, &y, 8);
+    let io = ops::LinearBuffers::whole(&t, &x, None, &y, 8);
     assert!(ops::Linear::with_matvec_lanes(&direct, &wm, io, ops::Store::Overwrite, 32).is_none());
 }
 
@@ -342,17 +331,7 @@ fn linear_over_split_weights_equals_unsplit() {
         let (xb, bb) = (gpu.storage_from("x", &x[..rows * k]), gpu.storage_from("b", &b));
         let yb = gpu.storage_from("y", &y0[..rows * out_cols]);
         let t = tokens(&gpu, rows);
-        let io = ops::LinearBuffers {
-            tokens: &t,
-            x: &xb,
-            bias: Some(&bb),
-            y: &yb,
-            out_cols,
-            first_col,
-            partials: None,
-            x_part: 0,
-            y_part: 0,
-        };
+        let io = ops::LinearBuffers { out_cols, first_col, ..ops::LinearBuffers::whole(&t, &xb, Some(&bb), &yb, n) };
         let op = ops::Linear::new(&gpu, &wm, io, ops::Store::Overwrite);
         run(&gpu, |p| op.encode(p, rows as u32));
         let mut want = y0[..rows * out_cols].to_vec();
@@ -399,17 +378,7 @@ fn matmul_split_over_k_equals_the_reference() {
                 let (xb, bb, yb) = (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
                 let t = tokens(&gpu, m);
                 let (bias, partials) = (bias.then_some(&bb), Some(&partials));
-                let io = ops::LinearBuffers {
-                    tokens: &t,
-                    x: &xb,
-                    bias,
-                    y: &yb,
-                    out_cols: n,
-                    first_col: 0,
-                    partials,
-                    x_part: 0,
-                    y_part: 0,
-                };
+                let io = ops::LinearBuffers { partials, ..ops::LinearBuffers::whole(&t, &xb, bias, &yb, n) };
                 let store = if accumulate { ops::Store::Accumulate } else { ops::Store::Overwrite };
                 let op = ops::Linear::new(&gpu, &wm, io, store);
                 let mut listing = Vec::new();
@@ -432,17 +401,8 @@ fn matmul_split_over_k_equals_the_reference() {
     assert_eq!(wm.chunks().len(), 3);
     let (xb, bb, yb, t) =
         (gpu.storage_from("x", &x), gpu.storage_from("b", &b), gpu.storage_from("y", &y0), tokens(&gpu, m));
-    let io = ops::LinearBuffers {
-        tokens: &t,
-        x: &xb,
-        bias: Some(&bb),
-        y: &yb,
-        out_cols,
-        first_col,
-        partials: Some(&partials),
-        x_part: 0,
-        y_part: 0,
-    };
+    let whole = ops::LinearBuffers::whole(&t, &xb, Some(&bb), &yb, n);
+    let io = ops::LinearBuffers { out_cols, first_col, partials: Some(&partials), ..whole };
     let op = ops::Linear::new(&gpu, &wm, io, ops::Store::Accumulate);
     let mut listing = Vec::new();
     op.encode(&mut Dispatcher::listing(&mut listing), m as u32);
@@ -482,7 +442,7 @@ fn matrices_copied_into_one_equal_their_concatenation() {
         assert!(fused.chunks().len() > 1);
         let n = fused.rows();
         let (xb, yb, t) = (gpu.storage_from("x", &x), gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-        let io = whole_output(&t, &xb, None, &yb, n);
+        let io = ops::LinearBuffers::whole(&t, &xb, None, &yb, n);
         let op = ops::Linear::new(&gpu, &fused, io, ops::Store::Overwrite);
         run(&gpu, |p| op.encode(p, m as u32));
         let want = reference::linear(&x, &whole, None, k);
@@ -520,7 +480,7 @@ fn linear_with_a_folded_norm_or_swiglu_equals_the_operation_then_linear() {
             ];
             for (name, fold, want) in folds {
                 let (yb, t) = (gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-                let io = whole_output(&t, &xb, Some(&bb), &yb, n);
+                let io = ops::LinearBuffers::whole(&t, &xb, Some(&bb), &yb, n);
                 let op = ops::Linear::folded(&gpu, &wm, io, ops::Store::Overwrite, fold).expect("K % 8 == 0");
                 run(&gpu, |p| op.encode(p, m as u32));
                 let what = format!("{name} + linear M={m} K={k} N={n} {}", format.name());
@@ -533,7 +493,7 @@ fn linear_with_a_folded_norm_or_swiglu_equals_the_operation_then_linear() {
     for (gpu, k) in [(family_gpu(KernelFamily::Direct, None), 64), (family_gpu(KernelFamily::Tiled, None), k)] {
         let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), BF16, &seeded(1, n * k, 0.1)).unwrap();
         let (xb, yb, t) = (gpu.storage("x", (m * k * 4) as u64), gpu.storage("y", (m * n * 4) as u64), tokens(&gpu, m));
-        let io = whole_output(&t, &xb, None, &yb, n);
+        let io = ops::LinearBuffers::whole(&t, &xb, None, &yb, n);
         let fold = ops::Fold::Norm { weight: &xb, eps: 1e-6 };
         assert!(ops::Linear::folded(&gpu, &wm, io, ops::Store::Overwrite, fold).is_none(), "K={k}");
     }
@@ -581,17 +541,7 @@ fn gate_and_up_rows_paired_write_their_swiglu() {
                 let want: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| reference::silu(*g) * u).collect();
                 let (yb, t) = (gpu.storage("y", (m * inter * 4) as u64), tokens(&gpu, m));
                 let bias = bias.then_some(&bb);
-                let io = ops::LinearBuffers {
-                    tokens: &t,
-                    x: &xb,
-                    bias,
-                    y: &yb,
-                    out_cols: inter,
-                    first_col: 0,
-                    partials: None,
-                    x_part: 0,
-                    y_part: 0,
-                };
+                let io = ops::LinearBuffers::whole(&t, &xb, bias, &yb, inter);
                 let what = format!("paired M={m} K={k} I={inter} {} folded={folded}", format.name());
                 let Some(op) = ops::Linear::swiglu(&gpu, &wm, io, folded.then_some(fold)) else {
                     assert!(folded && !k.is_multiple_of(8), "{what}: only matvec folds, at K % 8 == 0");
@@ -607,7 +557,7 @@ fn gate_and_up_rows_paired_write_their_swiglu() {
     for gpu in [family_gpu(KernelFamily::Direct, None), family_gpu(KernelFamily::Tiled, Some(4096))] {
         let wm = PackedMatrix::from_f32(&gpu, "gate_up", (66, 64), BF16, &w).unwrap();
         let (xb, yb, t) = (gpu.storage("x", 4 * 64), gpu.storage("y", 4 * 33), tokens(&gpu, 1));
-        let io = whole_output(&t, &xb, None, &yb, 33);
+        let io = ops::LinearBuffers::whole(&t, &xb, None, &yb, 33);
         assert!(!ops::Linear::pairs_rows(&gpu, &wm) && ops::Linear::swiglu(&gpu, &wm, io, None).is_none());
     }
 }

@@ -242,17 +242,7 @@ async fn linear_prefill(gpu: &Gpu, k: usize, n: usize, fma_gflops: f64) -> Resul
     let partials = SplitPartials::new(gpu);
     // x as a prefill's MLP activation is, where K is its width (in parts on lavapipe).
     let x_part = activation_part(gpu, k);
-    let io = |partials| LinearBuffers {
-        tokens: &tokens,
-        x: &x,
-        bias: None,
-        y: &y,
-        out_cols: n,
-        first_col: 0,
-        partials,
-        x_part,
-        y_part: 0,
-    };
+    let io = |partials| LinearBuffers { partials, x_part, ..LinearBuffers::whole(&tokens, &x, None, &y, n) };
     let gflops = |ms: f64| 2.0 * (m * k * n) as f64 / (ms * 1e6);
     let unsplit = Linear::new(gpu, &weights[0], io(None), Store::Overwrite);
     let gpu_ms = time_layer(gpu, &unsplit, m as u32, repeats).await?;
@@ -289,17 +279,7 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
     let (x, y) = (linear_input(gpu, "bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
     let _freed = DestroyOnDrop(vec![&x, &y]);
     let tokens = gpu.uniform("bench tokens", &[1u32, 0, 0, 0]);
-    let io = || LinearBuffers {
-        tokens: &tokens,
-        x: &x,
-        bias: None,
-        y: &y,
-        out_cols: n,
-        first_col: 0,
-        partials: None,
-        x_part: 0,
-        y_part: 0,
-    };
+    let io = || LinearBuffers::whole(&tokens, &x, None, &y, n);
     let bytes = weights[0].bytes() + 4 * (k + n) as u64;
     // ms per layer and GB/s of `layers`, one dispatch each, after a warm-up.
     let time = |layers: Vec<Linear>| async move {

@@ -294,17 +294,7 @@ impl Graph {
         let lm_head = weights.head();
         let (x, y) = (&s.head_normed, &s.logits);
         // The head splits no K: its many rows make tiles enough.
-        let head_io = LinearBuffers {
-            tokens: &s.rows,
-            x,
-            bias: None,
-            y,
-            out_cols: v,
-            first_col: 0,
-            partials: None,
-            x_part: 0,
-            y_part: 0,
-        };
+        let head_io = LinearBuffers::whole(&s.rows, x, None, y, v);
         let head = HeadOps {
             gather_rows: GatherRows::new(g, &s.read_positions, &a.x, &head_x, h),
             norm: RmsNorm::new(g, &head_x, weights.norm(), &s.head_normed, h, c.rms_norm_eps),

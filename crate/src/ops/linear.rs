@@ -293,6 +293,20 @@ pub struct LinearBuffers<'a> {
     pub y_part: usize,
 }
 
+impl<'a> LinearBuffers<'a> {
+    /// A layer that writes all `n` columns of a whole `y` from a whole `x`, splitting no K; the
+    /// other cases start from it (`LinearBuffers { partials, ..LinearBuffers::whole(..) }`).
+    pub fn whole(
+        tokens: &'a wgpu::Buffer,
+        x: &'a wgpu::Buffer,
+        bias: Option<&'a wgpu::Buffer>,
+        y: &'a wgpu::Buffer,
+        n: usize,
+    ) -> Self {
+        LinearBuffers { tokens, x, bias, y, out_cols: n, first_col: 0, partials: None, x_part: 0, y_part: 0 }
+    }
+}
+
 /// The operation before a [`Linear`] that its matvec applies as it reads x ([`Linear::folded`]).
 #[derive(Clone, Copy)]
 pub enum Fold<'a> {
