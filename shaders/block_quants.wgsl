@@ -1,5 +1,5 @@
 // A quantized block's quants as the CPU-like linear kernels read them (linear_direct.wgsl,
-// linear_blocks.wgsl); after packed.wgsl and linear.wgsl, which declare w and DTYPE.
+// linear_blocks.wgsl); after packed.wgsl (DTYPE) and linear_w.wgsl or linear_w_texture.wgsl (w).
 // The quants of block b (32 values) of the row starting at word `base`, 16 bytes a load:
 // Q8_0's 8 words, or the 4 words of nibbles of the other formats (then `.y` is unused), and in
 // `high` the block's extra bits: Q5_0's word of fifth bits, Q6_K's two words of high 2 bits.
@@ -12,11 +12,11 @@ struct BlockQuants {
 fn block_quants(base: u32, b: u32) -> BlockQuants {
     var q: BlockQuants;
     if DTYPE == 3u {
-        q.lo = w[base / 4u + 2u * b];
-        q.hi = w[base / 4u + 2u * b + 1u];
+        q.lo = weight_load(base / 4u + 2u * b);
+        q.hi = weight_load(base / 4u + 2u * b + 1u);
         return q;
     }
-    q.lo = w[base / 4u + b];
+    q.lo = weight_load(base / 4u + b);
     q.high = block_high_bits(base, b);
     return q;
 }

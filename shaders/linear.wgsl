@@ -2,7 +2,8 @@
 // each: y[m, n_offset + n] (+)= x[m, :] . w[n, :] + bias[row_start + n], where w is one row
 // chunk of a HF Linear weight ([out, in], packed; see packed.wgsl), starting at its row
 // row_start (n_offset exceeds it where several layers fill one output side by side). x and w
-// are read 16 bytes at a time where rows allow it, else through x_value and weight_word.
+// are read 16 bytes at a time where rows allow it (x[i], weight_load(i)), else through x_value
+// and weight_word.
 // With SWIGLU (matmul and matvec) w is gate_proj's rows then up_proj's, in one chunk, and the
 // layer writes the MLP's activation instead: y[m, o] = silu(gate[m, o]) * up[m, o], o < n / 2.
 struct Shape {
@@ -37,7 +38,8 @@ override Y_PART: u32 = 0u;
 // @binding(2): x, [M, K] row-major (or in parts: linear_x_uniform.wgsl), a vec4 of values per
 // element: linear_x.wgsl (storage), or linear_x_uniform.wgsl (a window of token rows through a
 // uniform binding: lavapipe).
-@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;      // [N, K] packed
+// @binding(3): w, [N, K] packed, read 16 bytes at a time by weight_load: linear_w.wgsl (storage),
+// or linear_w_texture.wgsl (a texture: lavapipe).
 @group(0) @binding(4) var<storage, read> bias: array<f32>;         // [rows of the layer] (read with HAS_BIAS)
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;      // [M, out_cols]
 @group(0) @binding(6) var<storage, read> aux: array<vec4<f32>>;    // NORM: [K]; GLU: [M, K]
@@ -69,7 +71,7 @@ fn block_scale_min(base: u32, b: u32) -> vec2<f32> {
     }
     if DTYPE == 6u {
         let head = base + quant_words(shape.k) + b / 8u * 4u;  // 16-byte aligned
-        return q4k_scale_min(w[head / 4u], b % 8u);
+        return q4k_scale_min(weight_load(head / 4u), b % 8u);
     }
     return vec2<f32>(pick_scale(weight_word(base + quant_words(shape.k) + b / 2u), b), 0.0);
 }
@@ -82,7 +84,7 @@ fn block_high_bits(base: u32, b: u32) -> vec2<u32> {
     }
     if DTYPE == 7u {
         let at = base + shape.k / 8u + 2u * b;  // even: both words in one 16-byte load
-        let pair = w[at / 4u];
+        let pair = weight_load(at / 4u);
         return select(pair.xy, pair.zw, at % 4u == 2u);
     }
     return vec2<u32>(0u);
@@ -136,10 +138,10 @@ fn put(m: u32, n: u32, v: f32) {
 }
 
 // Value i of x and word i of w (weight_pairs.wgsl reads through it): the buffers are whole
-// vec4s (`Gpu::storage`), so their rows need not be.
+// vec4s (`Gpu::storage`, and a texture's texels), so their rows need not be.
 fn x_value(i: u32) -> f32 {
     return x[i / 4u][i % 4u];
 }
 fn weight_word(i: u32) -> u32 {
-    return w[i / 4u][i % 4u];
+    return weight_load(i / 4u)[i % 4u];
 }

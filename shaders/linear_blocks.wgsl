@@ -91,7 +91,7 @@ fn add_wide() {
     for (var q = 0u; q < x_cols() / 8u; q++) {
         var ws: BlockWeights;
         for (var j = 0u; j < BLOCK_N; j++) {
-            ws[j] = unpack_eight(w[wrow[j] / 4u + first + q]);
+            ws[j] = unpack_eight(weight_load(wrow[j] / 4u + first + q));
         }
         for (var i = 0u; i < BLOCK_M; i++) {
             let at = (xrow[i] + 8u * q) / 4u;

@@ -60,10 +60,10 @@ fn four_rows(lo: vec4<f32>, hi: vec4<f32>, w0: array<vec4<f32>, 2>, w1: array<ve
 fn wide_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4> {
     var acc: array<vec4<f32>, 4>;
     for (var q = 0u; q < shape.k / 8u; q++) {
-        let w0 = unpack_eight(w[wrow[0] / 4u + q]);
-        let w1 = unpack_eight(w[wrow[1] / 4u + q]);
-        let w2 = unpack_eight(w[wrow[2] / 4u + q]);
-        let w3 = unpack_eight(w[wrow[3] / 4u + q]);
+        let w0 = unpack_eight(weight_load(wrow[0] / 4u + q));
+        let w1 = unpack_eight(weight_load(wrow[1] / 4u + q));
+        let w2 = unpack_eight(weight_load(wrow[2] / 4u + q));
+        let w3 = unpack_eight(weight_load(wrow[3] / 4u + q));
         for (var i = 0u; i < BLOCK_M; i++) {
             let at = (xrow[i] + 8u * q) / 4u;
             acc[i] += four_rows(x[at], x[at + 1u], w0, w1, w2, w3);

@@ -53,7 +53,7 @@ fn w_eight(n: u32, k: u32) -> array<vec4<f32>, 2> {
     }
     let base = n * row_words(shape.k);
     if DTYPE < 2u && shape.k % 8u == 0u {
-        return unpack_eight(w[base / 4u + k / 8u]);
+        return unpack_eight(weight_load(base / 4u + k / 8u));
     }
     let p = k / 2u;
     return array(

@@ -252,7 +252,7 @@ struct Load {
 }
 
 fn fetch(base: u32, i: u32) -> Load {
-    return Load(w[base / 4u + i], block_high_bits(base, i), load_scale_min(base, i));
+    return Load(weight_load(base / 4u + i), block_high_bits(base, i), load_scale_min(base, i));
 }
 
 // A thread's loads i, i + LANES, i + 2 LANES and i + 3 LANES of a weight row, clamped to its

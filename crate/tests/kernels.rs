@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use onetoken::gpu::{Dispatcher, Gpu, GpuOptions, KernelFamily, PackedMatrix};
+use onetoken::gpu::{Dispatcher, Gpu, GpuOptions, KernelFamily, PackedMatrix, WEIGHT_TEXTURE_WIDTH};
 use onetoken::ops;
 use onetoken::quant::{Quant, WeightFormat};
 use onetoken::reference;
@@ -144,6 +144,7 @@ fn linear_cases(gpu: &Gpu, family: KernelFamily) {
         (1, 16400, 5),   // one token row past a uniform window of x: lavapipe reads it as storage
     ];
     let lavapipe = family == KernelFamily::Direct && gpu.info().name.contains("llvmpipe");
+    assert_eq!(gpu.weight_textures(), lavapipe, "weights read from textures");
     for (i, &(m, k, n)) in cases.iter().enumerate() {
         for format in FORMATS {
             let quantized = matches!(format, WeightFormat::Quant(_));
@@ -311,6 +312,48 @@ fn matvec_in_either_workgroup_shape_matches_reference() {
     let (t, x, y) = (tokens(&direct, 1), direct.storage("x", 256), direct.storage("y", 32));
     let io = ops::LinearBuffers::whole(&t, &x, None, &y, 8);
     assert!(ops::Linear::with_matvec_lanes(&direct, &wm, io, ops::Store::Overwrite, 32).is_none());
+}
+
+/// lavapipe's direct kernels read the weights from textures of WEIGHT_TEXTURE_WIDTH texels a
+/// row (linear_w_texture.wgsl), copied from the matrix's chunks: a chunk of less than a texture
+/// row, of whole rows, and of whole rows and a tail, one chunk or several, read as written.
+#[test]
+fn lavapipe_reads_weights_from_textures_of_whole_rows_and_a_tail() {
+    let gpu = family_gpu(KernelFamily::Direct, None);
+    if !gpu.info().name.contains("llvmpipe") {
+        assert!(!gpu.weight_textures(), "textures are lavapipe's alone");
+        return;
+    }
+    assert!(gpu.weight_textures());
+    assert!(!family_gpu(KernelFamily::Tiled, None).weight_textures(), "the tiled family reads storage");
+    // bf16 rows of K = 1,024 values: 2 KiB, 32 to a texture row of 64 KiB.
+    let k = 1024;
+    let per_texture_row = WEIGHT_TEXTURE_WIDTH as usize * 16 / (2 * k);
+    assert_eq!(per_texture_row, 32);
+    // (weight rows, weight rows per chunk, each chunk's texture rows)
+    let cases: [(usize, Option<usize>, &[u32]); 4] =
+        [(5, None, &[1]), (64, None, &[2]), (67, None, &[3]), (67, Some(40), &[2, 1])];
+    for (i, (n, chunk_rows, heights)) in cases.into_iter().enumerate() {
+        let gpu = family_gpu(KernelFamily::Direct, chunk_rows.map(|r| (r * 2 * k) as u64));
+        for m in [1, 3, 20] {
+            let LinearCase { x, w, b, y0, want } = linear_case(100 + i as u64, (m, k, n), BF16, true, false);
+            let wm = PackedMatrix::from_f32(&gpu, "w", (n, k), BF16, &w).unwrap();
+            let xb = ops::linear_input(&gpu, "x", (x.len() * 4) as u64);
+            gpu.queue().write_buffer(&xb, 0, bytemuck::cast_slice(&x));
+            let (bb, yb) = (gpu.storage_from("b", &b), gpu.storage_from("y", &y0));
+            let t = tokens(&gpu, m);
+            let op = ops::Linear::new(
+                &gpu,
+                &wm,
+                ops::LinearBuffers::whole(&t, &xb, Some(&bb), &yb, n),
+                ops::Store::Overwrite,
+            );
+            let textures: Vec<u32> = wm.textures(&gpu).iter().map(|t| t.height()).collect();
+            assert_eq!(textures, heights, "N={n}: texture rows per chunk");
+            run(&gpu, |p| op.encode(p, m as u32));
+            assert_close(&read(&gpu, &yb, m * n), &want, 1e-4, 1e-4, &format!("textured weights M={m} N={n}"));
+        }
+    }
 }
 
 #[test]

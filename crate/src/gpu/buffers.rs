@@ -1,6 +1,7 @@
 //! Buffers: small helpers, packed weight matrices split into row chunks that each fit one
 //! storage binding, and reading results back.
 
+use std::cell::OnceCell;
 use std::rc::Rc;
 
 use wgpu::util::DeviceExt;
@@ -15,13 +16,23 @@ pub type RecordTableKey = (&'static str, u32, u32);
 
 /// A weight matrix `[rows, cols]` in its file's dtype (two 16-bit values per u32 word, or one
 /// f32) or quantized ([`crate::quant`]), split into row chunks so that no chunk exceeds the
-/// device's binding limit. Kernels run once per chunk; a small matrix is one chunk.
+/// device's binding limit. Kernels run once per chunk; a small matrix is one chunk. Where the
+/// device reads weights from textures ([`Gpu::weight_textures`]), each chunk also has one, made
+/// from its buffer on first use ([`PackedMatrix::textures`]).
 pub struct PackedMatrix {
     rows: usize,
     cols: usize,
     format: WeightFormat,
     chunks: Vec<MatrixChunk>,
+    textures: OnceCell<Vec<wgpu::Texture>>,
 }
+
+/// Texels (16 bytes each) in a row of a weight texture: linear_w_texture.wgsl's `TEXTURE_WIDTH`.
+/// A power of two, so that a texel's row and column are a shift and a mask; its rows are whole
+/// 256 bytes, as a copy from a buffer needs.
+pub const WEIGHT_TEXTURE_WIDTH: u32 = 4096;
+/// Bytes in a row of a weight texture.
+const WEIGHT_TEXTURE_ROW_BYTES: u64 = WEIGHT_TEXTURE_WIDTH as u64 * 16;
 
 /// A matrix frees its GPU memory when dropped: on the web wgpu drops a buffer without destroying
 /// it, so the matrices of a load that failed or was cancelled, or of a model let go, would hold
@@ -30,6 +41,7 @@ pub struct PackedMatrix {
 impl Drop for PackedMatrix {
     fn drop(&mut self) {
         self.chunks.iter().for_each(|c| c.buffer.destroy());
+        self.textures.get().into_iter().flatten().for_each(wgpu::Texture::destroy);
     }
 }
 
@@ -66,7 +78,33 @@ impl PackedMatrix {
                 MatrixChunk { buffer, row_start, rows }
             })
             .collect();
-        Ok(Self { rows, cols, format, chunks })
+        Ok(Self { rows, cols, format, chunks, textures: OnceCell::new() })
+    }
+
+    /// Bytes a chunk may hold where weights are read from textures: a texture's rows at most, of
+    /// [`WEIGHT_TEXTURE_WIDTH`] texels each.
+    pub fn texture_chunk_bytes(max_texture_dimension_2d: u32) -> u64 {
+        u64::from(max_texture_dimension_2d) * WEIGHT_TEXTURE_ROW_BYTES
+    }
+
+    /// Makes the textures ([`PackedMatrix::textures`]) and frees the chunks' buffers, for a
+    /// matrix that only kernels reading textures will read from now on: its memory is held once,
+    /// not twice. Writing it, or copying from it, afterwards is an error.
+    pub fn keep_textures_only(&self, gpu: &Gpu) {
+        self.textures(gpu);
+        self.chunks.iter().for_each(|c| c.buffer.destroy());
+    }
+
+    /// The chunks as textures, one each, for linear_w_texture.wgsl: the chunk's words in order,
+    /// [`WEIGHT_TEXTURE_WIDTH`] texels a row. Copied from the chunks' buffers when first asked
+    /// for, so the matrix must be written by then (layers are built on loaded weights).
+    pub fn textures(&self, gpu: &Gpu) -> &[wgpu::Texture] {
+        self.textures.get_or_init(|| {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            let textures = self.chunks.iter().map(|c| texture_of(gpu, &mut encoder, &c.buffer)).collect();
+            gpu.queue.submit([encoder.finish()]);
+            textures
+        })
     }
 
     /// Rows of `row_bytes` each that one chunk holds on `gpu` (at least 1).
@@ -149,6 +187,45 @@ impl PackedMatrix {
     pub fn dtype_constant(&self) -> (&'static str, f64) {
         ("DTYPE", f64::from(self.format.shader_code()))
     }
+}
+
+/// A texture holding `buffer` (whole 16 bytes, at most [`PackedMatrix::texture_chunk_bytes`]),
+/// its copy encoded: the full rows, then the last row's texels.
+fn texture_of(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, buffer: &wgpu::Buffer) -> wgpu::Texture {
+    let full_rows = (buffer.size() / WEIGHT_TEXTURE_ROW_BYTES) as u32;
+    let tail = (buffer.size() % WEIGHT_TEXTURE_ROW_BYTES / 16) as u32;
+    let height = full_rows + u32::from(tail > 0);
+    let texture = gpu.device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("weights"),
+        size: wgpu::Extent3d { width: WEIGHT_TEXTURE_WIDTH, height, depth_or_array_layers: 1 },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::Rgba32Uint,
+        usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+        view_formats: &[],
+    });
+    let mut copy = |first_row: u32, width: u32, rows: u32| {
+        let offset = u64::from(first_row) * WEIGHT_TEXTURE_ROW_BYTES;
+        let layout = wgpu::TexelCopyBufferLayout {
+            offset,
+            bytes_per_row: Some(WEIGHT_TEXTURE_ROW_BYTES as u32),
+            rows_per_image: None,
+        };
+        let origin = wgpu::Origin3d { x: 0, y: first_row, z: 0 };
+        encoder.copy_buffer_to_texture(
+            wgpu::TexelCopyBufferInfo { buffer, layout },
+            wgpu::TexelCopyTextureInfo { texture: &texture, mip_level: 0, origin, aspect: wgpu::TextureAspect::All },
+            wgpu::Extent3d { width, height: rows, depth_or_array_layers: 1 },
+        );
+    };
+    if full_rows > 0 {
+        copy(0, WEIGHT_TEXTURE_WIDTH, full_rows);
+    }
+    if tail > 0 {
+        copy(full_rows, tail, 1);
+    }
+    texture
 }
 
 impl Gpu {

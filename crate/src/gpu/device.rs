@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::gpu::PackedMatrix;
 use crate::gpu::buffers::RecordTableKey;
 use crate::gpu::dispatch::DispatchTiming;
 use crate::gpu::kernels::{Kernel, KernelKey};
@@ -77,6 +78,8 @@ pub struct Gpu {
     pub(in crate::gpu) weight_chunk_bytes: u64,
     /// Linear layers run the barrier-free kernel (see [`KernelFamily`]).
     direct_kernels: bool,
+    /// Linear layers read their weights from textures (see [`Gpu::weight_textures`]).
+    weight_textures: bool,
     tuning: Tuning,
     pub(in crate::gpu) kernels: RefCell<HashMap<KernelKey, Rc<Kernel>>>,
     /// Uniform record tables shared by key ([`Gpu::record_table`]).
@@ -135,13 +138,17 @@ impl Gpu {
         let (lost, uncaptured) = watch_errors(&device);
         let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let max_binding = options.max_binding.unwrap_or(u64::MAX).min(max_binding);
-        let weight_chunk_bytes = options.weight_chunk_bytes.unwrap_or(u64::MAX).min(max_binding);
         let info = adapter.get_info();
         let family = options.kernels.unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {
             KernelFamily::Direct
         } else {
             KernelFamily::Tiled
         });
+        let weight_textures = family == KernelFamily::Direct && info.name.contains("llvmpipe");
+        let texture_chunk = PackedMatrix::texture_chunk_bytes(limits.max_texture_dimension_2d);
+        let weight_chunk_bytes = options.weight_chunk_bytes.unwrap_or(u64::MAX).min(max_binding);
+        let weight_chunk_bytes =
+            if weight_textures { weight_chunk_bytes.min(texture_chunk) } else { weight_chunk_bytes };
         Ok(Self {
             device,
             queue,
@@ -151,6 +158,7 @@ impl Gpu {
             max_binding,
             weight_chunk_bytes,
             direct_kernels: family == KernelFamily::Direct,
+            weight_textures,
             tuning: options.tuning,
             kernels: RefCell::new(HashMap::new()),
             record_tables: RefCell::new(HashMap::new()),
@@ -190,6 +198,12 @@ impl Gpu {
     /// Largest buffer bound at once (max_storage_buffer_binding_size, within max_buffer_size).
     pub fn max_binding(&self) -> u64 {
         self.max_binding
+    }
+
+    /// Whether linear layers read their weights from textures ([`PackedMatrix::textures`]):
+    /// lavapipe's direct kernels (linear_blocks.wgsl; why: linear_w_texture.wgsl).
+    pub fn weight_textures(&self) -> bool {
+        self.weight_textures
     }
 
     /// Whether linear layers run the barrier-free kernels (see [`KernelFamily`]).

@@ -15,6 +15,9 @@ pub enum Binding {
     UniformAtOffset,
     Read,
     ReadWrite,
+    /// A 2D texture of unsigned integer texels, read with `textureLoad` (lavapipe's weights: see
+    /// linear_w_texture.wgsl).
+    Texture,
 }
 
 /// A WGSL kernel: its file, the shared files prepended to it, and its bindings in order
@@ -23,7 +26,7 @@ pub struct KernelSpec {
     pub name: &'static str,
     pub source: &'static str,
     /// Shared WGSL put before `source`: [`PACKED`] (widening packed weights), [`WEIGHT_PAIRS`]
-    /// (reading a packed `w` two values at a time), [`LINEAR`] and [`LINEAR_X`]
+    /// (reading a packed `w` two values at a time), [`LINEAR`], [`LINEAR_X`] and [`LINEAR_W`]
     /// (the linear-layer interface). WGSL has no include; concatenation is the whole mechanism.
     pub prelude: &'static [&'static str],
     pub bindings: &'static [Binding],
@@ -47,6 +50,10 @@ pub const LINEAR: &str = include_str!("../../../shaders/linear.wgsl");
 /// lavapipe's linear_blocks.wgsl).
 pub const LINEAR_X: &str = include_str!("../../../shaders/linear_x.wgsl");
 pub const LINEAR_X_UNIFORM: &str = include_str!("../../../shaders/linear_x_uniform.wgsl");
+/// [`LINEAR`]'s w, bound as storage (every linear kernel but lavapipe's) or as a texture
+/// (lavapipe's linear_blocks.wgsl).
+pub const LINEAR_W: &str = include_str!("../../../shaders/linear_w.wgsl");
+pub const LINEAR_W_TEXTURE: &str = include_str!("../../../shaders/linear_w_texture.wgsl");
 pub const WEIGHT_PAIRS: &str = include_str!("../../../shaders/weight_pairs.wgsl");
 pub const BLOCK_QUANTS: &str = include_str!("../../../shaders/block_quants.wgsl");
 
@@ -79,6 +86,11 @@ impl Gpu {
                         ty: wgpu::BufferBindingType::Storage { read_only: *b == Binding::Read },
                         has_dynamic_offset: false,
                         min_binding_size: None,
+                    },
+                    Binding::Texture => wgpu::BindingType::Texture {
+                        sample_type: wgpu::TextureSampleType::Uint,
+                        view_dimension: wgpu::TextureViewDimension::D2,
+                        multisampled: false,
                     },
                 },
                 count: None,

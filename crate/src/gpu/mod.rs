@@ -10,11 +10,12 @@ mod timer;
 mod tuning;
 mod weights;
 
-pub use buffers::{DestroyOnDrop, PackedMatrix, read_buffer, read_buffer_timed};
+pub use buffers::{DestroyOnDrop, PackedMatrix, WEIGHT_TEXTURE_WIDTH, read_buffer, read_buffer_timed};
 pub use device::{Gpu, GpuOptions, KernelFamily};
 pub use dispatch::{DispatchRecord, DispatchTiming, Dispatcher, Listed, ListingCheck, Profiler, Work};
 pub use kernels::{
-    BLOCK_QUANTS, Binding, Kernel, KernelSpec, LINEAR, LINEAR_X, LINEAR_X_UNIFORM, PACKED, WEIGHT_PAIRS,
+    BLOCK_QUANTS, Binding, Kernel, KernelSpec, LINEAR, LINEAR_W, LINEAR_W_TEXTURE, LINEAR_X, LINEAR_X_UNIFORM, PACKED,
+    WEIGHT_PAIRS,
 };
 pub use timer::PassTimer;
 pub use tuning::Tuning;

@@ -225,6 +225,11 @@ impl GpuWeights {
                 down_proj,
             });
         }
+        if gpu.weight_textures() {
+            // The layers' matrices are read as textures alone (the embedding's rows are also
+            // gathered, and the head's chosen rows read, from its buffers).
+            layers.iter().flat_map(GpuLayer::linears).for_each(|l| l.weight.keep_textures_only(gpu));
+        }
         let embed_tokens = mat(EMBED_TOKENS)?;
         let lm_head = if config.tie_word_embeddings { None } else { Some(mat(LM_HEAD)?) };
         let norm = vec(NORM)?;

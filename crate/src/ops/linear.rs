@@ -6,7 +6,7 @@ use super::{
     LINEAR_BLOCKS, LINEAR_BLOCKS_UNIFORM_X, LINEAR_DIRECT, MATMUL, MATVEC, Pass, SPLIT_SUM, div_up, grid_2d, uniform,
     work, workgroup,
 };
-use crate::gpu::{Gpu, Kernel, KernelSpec, PackedMatrix, Tuning};
+use crate::gpu::{Gpu, Kernel, KernelSpec, PackedMatrix, Tuning, WEIGHT_TEXTURE_WIDTH};
 
 uniform!(
     /// linear.wgsl's `Shape`, one per weight chunk.
@@ -51,10 +51,11 @@ const SMALL_BLOCKS: [DirectBlock; 3] =
     [DirectBlock { m: 1, n: 4 }, DirectBlock { m: 4, n: 4 }, DirectBlock { m: 4, n: 4 }];
 
 /// The kernel and blocks for this device: linear_blocks.wgsl in lavapipe's blocks where the
-/// adapter is llvmpipe, else linear_direct.wgsl (whose blocks are 4 weight rows wide, without a
-/// `BLOCK_N`) in the small ones.
+/// adapter is llvmpipe (whose weights are textures: [`Gpu::weight_textures`]), else
+/// linear_direct.wgsl (whose blocks are 4 weight rows wide, without a `BLOCK_N`) in the small
+/// ones.
 fn direct_kernel(gpu: &Gpu) -> (&'static KernelSpec, &'static [DirectBlock; 3], bool) {
-    if gpu.info().name.contains("llvmpipe") {
+    if gpu.weight_textures() {
         (&LINEAR_BLOCKS, &LAVAPIPE_BLOCKS, true)
     } else {
         (&LINEAR_DIRECT, &SMALL_BLOCKS, false)
@@ -474,8 +475,9 @@ impl Linear {
             let direct_with =
                 |spec, b: DirectBlock, constants: &[(&'static str, f64)], extra: &[(&'static str, f64)]| {
                     let block = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", f64::from(b.m))];
-                    let n = sized_n.then_some(("BLOCK_N", f64::from(b.n)));
-                    gpu.kernel(spec, &[constants, &block[..], n.as_slice(), extra].concat())
+                    let lavapipe = [("BLOCK_N", f64::from(b.n)), ("TEXTURE_WIDTH", f64::from(WEIGHT_TEXTURE_WIDTH))];
+                    let lavapipe = if sized_n { &lavapipe[..] } else { &[] };
+                    gpu.kernel(spec, &[constants, &block[..], lavapipe, extra].concat())
                 };
             let direct = |spec, b| direct_with(spec, b, &constants, &[]);
             // x a linear_input: its token rows, past which it holds a window's length.
@@ -531,10 +533,12 @@ impl Linear {
             Kernels::Tiled { split: Some(_), .. } => io.partials,
             _ => None,
         };
+        let textures = matches!(kernels, Kernels::Direct { .. } if gpu.weight_textures()).then(|| w.textures(gpu));
         let chunks = w
             .chunks()
             .iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(i, c)| {
                 let shape = LinearShape {
                     k: k as u32,
                     n: c.rows as u32,
@@ -552,7 +556,9 @@ impl Linear {
                     Kernels::Folded { matvec } => &matvec.kernel,
                 };
                 let buffers = [io.tokens, &shape, io.x, &c.buffer, bias, io.y, aux];
-                let group = gpu.bind(layout, &buffers);
+                // w as a texture where the kernels read one (lavapipe's direct kernels).
+                let texture = textures.map(|t| t[i].create_view(&Default::default()));
+                let group = gpu.bind_resources(layout, &resources(&buffers, texture.as_ref()));
                 let split = partials.map(|SplitPartials(partials)| {
                     let to_partials = gpu.bind(layout, &[io.tokens, &shape, io.x, &c.buffer, bias, partials, aux]);
                     (to_partials, gpu.bind(layout, &[io.tokens, &shape, partials, &c.buffer, bias, io.y, partials]))
@@ -565,7 +571,7 @@ impl Linear {
                             let size = wgpu::BufferSize::new(size);
                             wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset: 0, size })
                         };
-                        let mut resources: Vec<_> = buffers.iter().map(|b| b.as_entire_binding()).collect();
+                        let mut resources = resources(&buffers, texture.as_ref());
                         resources[2] = range(io.x, LINEAR_X_UNIFORM_BYTES);
                         resources.push(range(&w.table, 16));
                         Some(gpu.bind_resources(&w.kernel, &resources))
@@ -708,4 +714,16 @@ impl Linear {
             }
         }
     }
+}
+
+/// Bindings of linear.wgsl's `buffers` (in binding order), w the texture `weights` where given.
+fn resources<'a>(
+    buffers: &[&'a wgpu::Buffer],
+    weights: Option<&'a wgpu::TextureView>,
+) -> Vec<wgpu::BindingResource<'a>> {
+    let mut resources: Vec<_> = buffers.iter().map(|b| b.as_entire_binding()).collect();
+    if let Some(view) = weights {
+        resources[3] = wgpu::BindingResource::TextureView(view);
+    }
+    resources
 }

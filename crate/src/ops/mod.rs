@@ -22,8 +22,8 @@ pub use rows::{Embedding, GatherRows, LmHeadRows, RmsNorm, SiluMul, TOP_K_MAX, T
 pub use synthetic::{fill_synthetic, synthetic_weights};
 
 use crate::gpu::{
-    BLOCK_QUANTS, Binding, Binding::*, Dispatcher, KernelSpec, LINEAR, LINEAR_X, LINEAR_X_UNIFORM, PACKED,
-    WEIGHT_PAIRS, Work,
+    BLOCK_QUANTS, Binding, Binding::*, Dispatcher, KernelSpec, LINEAR, LINEAR_W, LINEAR_W_TEXTURE, LINEAR_X,
+    LINEAR_X_UNIFORM, PACKED, WEIGHT_PAIRS, Work,
 };
 
 type Pass<'a> = Dispatcher<'a>;
@@ -75,6 +75,8 @@ const WORKGROUP_REDUCE: &str = include_str!("../../../shaders/workgroup_reduce.w
 
 /// linear.wgsl's bindings: tokens, shape, x, w, bias, y, aux.
 const LINEAR_BINDINGS: &[Binding] = &[Uniform, Uniform, Read, Read, Read, ReadWrite, Read];
+/// [`LINEAR_BINDINGS`] with w a texture (linear_w_texture.wgsl).
+const LINEAR_BINDINGS_W_TEXTURE: &[Binding] = &[Uniform, Uniform, Read, Texture, Read, ReadWrite, Read];
 
 pub const EMBEDDING: KernelSpec =
     spec!("embedding", prelude: [PACKED, WEIGHT_PAIRS], &[Uniform, Read, Read, ReadWrite]);
@@ -87,25 +89,26 @@ pub const RMS_NORM_ROWS: KernelSpec = KernelSpec {
     prelude: &[],
     bindings: &[Uniform, Read, Read, ReadWrite],
 };
-pub const MATMUL: KernelSpec = spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X], LINEAR_BINDINGS);
-pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR, LINEAR_X], LINEAR_BINDINGS);
-pub const SPLIT_SUM: KernelSpec = spec!("split_sum", prelude: [PACKED, LINEAR, LINEAR_X], LINEAR_BINDINGS);
+pub const MATMUL: KernelSpec =
+    spec!("matmul", prelude: [PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X, LINEAR_W], LINEAR_BINDINGS);
+pub const MATVEC: KernelSpec = spec!("matvec", prelude: [PACKED, LINEAR, LINEAR_X, LINEAR_W], LINEAR_BINDINGS);
+pub const SPLIT_SUM: KernelSpec = spec!("split_sum", prelude: [PACKED, LINEAR, LINEAR_X, LINEAR_W], LINEAR_BINDINGS);
 pub const LINEAR_DIRECT: KernelSpec =
-    spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X, BLOCK_QUANTS], LINEAR_BINDINGS);
-/// linear_direct for lavapipe (linear_blocks.wgsl): the same products in larger blocks, under the
-/// same name in profiles.
+    spec!("linear_direct", prelude: [PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X, LINEAR_W, BLOCK_QUANTS], LINEAR_BINDINGS);
+/// linear_direct for lavapipe (linear_blocks.wgsl): the same products in larger blocks, w read
+/// from a texture, under the same name in profiles.
 pub const LINEAR_BLOCKS: KernelSpec = KernelSpec {
     name: "linear_direct",
     source: include_str!("../../../shaders/linear_blocks.wgsl"),
-    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X, BLOCK_QUANTS],
-    bindings: LINEAR_BINDINGS,
+    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X, LINEAR_W_TEXTURE, BLOCK_QUANTS],
+    bindings: LINEAR_BINDINGS_W_TEXTURE,
 };
 /// [`LINEAR_BLOCKS`] reading x through a uniform binding, a window of token rows at a time
 /// (lavapipe: see linear_x_uniform.wgsl).
 pub const LINEAR_BLOCKS_UNIFORM_X: KernelSpec = KernelSpec {
-    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X_UNIFORM, BLOCK_QUANTS],
-    // linear.wgsl's, x a window at an offset, and the window's record.
-    bindings: &[Uniform, Uniform, UniformAtOffset, Read, Read, ReadWrite, Read, UniformAtOffset],
+    prelude: &[PACKED, WEIGHT_PAIRS, LINEAR, LINEAR_X_UNIFORM, LINEAR_W_TEXTURE, BLOCK_QUANTS],
+    // linear.wgsl's, x a window at an offset, w a texture, and the window's record.
+    bindings: &[Uniform, Uniform, UniformAtOffset, Texture, Read, ReadWrite, Read, UniformAtOffset],
     ..LINEAR_BLOCKS
 };
 pub const KV_WRITE: KernelSpec =

@@ -1,0 +1,12 @@
+// linear.wgsl's w as a texture of rgba32uint texels, 16 bytes each: the packed words in order,
+// TEXTURE_WIDTH texels a row (a power of two, set by the Rust side; the last row's tail unused).
+// lavapipe reads a storage buffer lane by lane, a bounds-checked scalar load per lane and word
+// put into the vector through memory; a texel fetch it gathers, a 16-byte load per lane
+// (measured there: 64 MiB summed at 9-10 GB/s from a texture, 1.0-1.1 GB/s from storage).
+@group(0) @binding(3) var w: texture_2d<u32>;
+override TEXTURE_WIDTH: u32;
+
+// Words 4i .. 4i + 3 of w.
+fn weight_load(i: u32) -> vec4<u32> {
+    return textureLoad(w, vec2<u32>(i % TEXTURE_WIDTH, i / TEXTURE_WIDTH), 0);
+}
