@@ -2,13 +2,15 @@
 // workgroup memory, no barriers), each invocation computing a BLOCK_M x BLOCK_N block (token
 // rows x weight rows) straight from memory.
 // lavapipe makes each lane's load of a storage buffer loads of its own, one bounds-checked
-// scalar load per lane and component, so the count of values loaded sets the pace, not the
-// FLOPs: a value of x serves BLOCK_N weight rows and a weight serves BLOCK_M token rows. (Mesa
-// 22.3 loops over the lanes, putting each value into the vector through memory: in a profile of
-// a 128-row prefill about 40% of the samples wait on those reloads.)
-// Registers matter less than on a GPU: a spilled accumulator costs a cache access, far less
-// than a storage load. Measured on lavapipe (two threads, 0.5B's shapes at 128 token rows),
-// 16 x 16 blocks run prefill about 2.5 times as fast as 4 x 4 ones; 32-row blocks are slower.
+// scalar load per lane and component (Mesa 22.3 loops over the lanes, putting each value into
+// the vector through memory: in a profile of a 128-row prefill with w in storage, about 40% of
+// the samples waited on those reloads). So w is a texture (linear_w_texture.wgsl), whose texels
+// it fetches for all lanes at once, and x a uniform window where one holds a block's rows
+// (linear_x_uniform.wgsl), loaded once for all lanes; a value of x serves BLOCK_N weight rows and
+// a weight BLOCK_M token rows. Registers matter less than on a GPU: a spilled accumulator costs
+// a cache access. Measured on lavapipe (two threads, 0.5B's shapes at 128 token rows), 16 x 16
+// blocks ran prefill about 2.5 times as fast as 4 x 4 ones with w in storage (32-row blocks were
+// slower), and with w a texture as fast as 16 x 8, 8 x 16, 8 x 8 or 4 x 8 ones, or faster.
 // The loops over a block have constant trip counts, which lavapipe unrolls, so its arrays
 // become registers; SwiftShader keeps such loops, so it runs linear_direct.wgsl instead.
 // Weights and x are read 16 bytes at a time wherever rows allow it (16-bit rows with K a

@@ -38,7 +38,10 @@ struct DirectBlock {
 /// blocks took 59 / 312 / 324 ms for 896x896 / 896x4864 / 4864x896 where 4 x 4 took 153 / 816 /
 /// 772 (8 x 8: 93 / 540 / 529; 32 x 8 and 8 x 32 slower than 16 x 16); at 16 rows 8.4 / 38 /
 /// 49 ms against 14 / 77 / 76 for 4 x 8; for one row 1 x 8 read the weights about 15% faster
-/// than 1 x 4.
+/// than 1 x 4. (Those were measured with the weights in storage; read from textures, as now,
+/// 16 x 16 took 21-24 / 79-120 ms at 128 rows of 896x896 / 896x4864 where 16 x 8, 8 x 16, 8 x 8
+/// and 4 x 8 took 24-42 / 118-189, and one row's 1 x 4, 1 x 8 and 1 x 16 were within this
+/// machine's noise of each other.)
 const LAVAPIPE_BLOCKS: [DirectBlock; 3] =
     [DirectBlock { m: 1, n: 8 }, DirectBlock { m: 4, n: 8 }, DirectBlock { m: 16, n: 16 }];
 
