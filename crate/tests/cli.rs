@@ -289,8 +289,15 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             // them (-2), and decode attention appends the new keys and values itself (-1: no
             // kv_write); past 64 keys it is split and merged (+1).
             // lavapipe's direct family reads x through uniform windows of 16 token rows, a
-            // dispatch each: a 70-token prefill runs each of a layer's 5 linear layers in 5.
-            let windows = if kernels == "direct" { p["tokens"].as_u64().unwrap().div_ceil(16) as usize } else { 1 };
+            // dispatch each, up to 8 rows left at the end in windows of 4: a 70-token prefill
+            // runs each of a layer's 5 linear layers in 4 + 2, a 12-token one in 1.
+            let tokens = p["tokens"].as_u64().unwrap() as usize;
+            let tail = match tokens % 16 {
+                0 => 0,
+                left @ 1..=8 => left.div_ceil(4),
+                _ => 1,
+            };
+            let windows = if kernels == "direct" { tokens / 16 + tail } else { 1 };
             let per_layer = match (kernels, p["phase"].as_str().unwrap()) {
                 ("tiled", "decode") if long_decode => 6,
                 ("tiled", "decode") => 5,

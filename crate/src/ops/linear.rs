@@ -492,9 +492,10 @@ impl Linear {
                 let x_part = if b.m == 1 { 0 } else { io.x_part };
                 let (cols, parts) = if x_part > 0 { (x_part, k / x_part) } else { (k, 1) };
                 let rows = window_rows(b.m, cols, stride).filter(|_| uniform_x)?;
-                let windows = x_rows.div_ceil(rows as usize) * parts;
-                let table = gpu.record_table(("x windows", rows, parts as u32), windows, |j| {
-                    [(j / parts) as u32 * rows, (j % parts) as u32, stride / 4, 0]
+                // A record for a window from every row: the last rows of a batch may start one of
+                // another kernel's windows anywhere (see `encode`).
+                let table = gpu.record_table(("x windows", 1, parts as u32), x_rows * parts, |j| {
+                    [(j / parts) as u32, (j % parts) as u32, stride / 4, 0]
                 });
                 let block = DirectBlock { m: rows, n: b.n };
                 let x_part = ("X_PART", x_part as f64);
@@ -611,19 +612,29 @@ impl Linear {
             let y_bytes = |m: u64| m * outputs * 4 * (1 + u64::from(self.accumulate));
             let x_bytes = |m: u64| m * k * 4 + self.extra_reads.0 as u64 + m * self.extra_reads.1 as u64;
             let flops = |m: u64| 2 * m * k * rows;
-            if let Some((windowed, group)) = self.windowed_for(m, chunk) {
+            if let Some((main, main_group)) = self.windowed_for(m, chunk) {
                 // A dispatch per window and part of x, each reading the weights' columns of its
                 // part (as each block of token rows of one dispatch would) and storing into y
-                // (the first part's first: the others add).
-                let grid = (div_up(chunk.rows, (windowed.block_n * DIRECT_WORKGROUP) as usize), 1, 1);
-                let (cols, parts, stride) = (windowed.cols, windowed.parts, self.record_stride);
-                let part_share = |bytes: u64| bytes / parts as u64;
-                for j in 0..m.div_ceil(windowed.rows) {
-                    let first_row = j * windowed.rows;
-                    let m_j = u64::from((m - first_row).min(windowed.rows));
+                // (the first part's first: the others add). Up to half a window's rows left at
+                // the end run in the windows of the few-rows block where there is one (33 token
+                // rows: two windows of 16 and one of 4, not three of 16, a third of them idle):
+                // each of its dispatches reads the weights for 4 rows alone, which on lavapipe
+                // costs about as much as 16 x 16 blocks spend on 2 or 3 (0.5B's o_proj: 0.4 ms,
+                // and 2.6 for 16 rows), so more rows take a whole window.
+                let mut first_row = 0;
+                while first_row < m {
+                    let left = m - first_row;
+                    let (windowed, group) = match self.tail_windows(chunk) {
+                        Some(small) if left <= main.rows / 2 => small,
+                        _ => (main, main_group),
+                    };
+                    let grid = (div_up(chunk.rows, (windowed.block_n * DIRECT_WORKGROUP) as usize), 1, 1);
+                    let (cols, parts, stride) = (windowed.cols, windowed.parts, self.record_stride);
+                    let part_share = |bytes: u64| bytes / parts as u64;
+                    let m_j = u64::from(left.min(windowed.rows));
                     for part in 0..parts as u32 {
                         let x_offset = 4 * window_start(part, m, first_row, cols, stride / 4);
-                        let offsets = [x_offset, (j * parts as u32 + part) * stride];
+                        let offsets = [x_offset, (first_row * parts as u32 + part) * stride];
                         let (kernel, y) = match (part, &windowed.later_parts) {
                             (1.., Some(later)) => (later, 2 * y_bytes(m_j) / (1 + u64::from(self.accumulate))),
                             _ => (&windowed.kernel, y_bytes(m_j)),
@@ -632,6 +643,7 @@ impl Linear {
                         let work = work(bytes, part_share(flops(m_j)));
                         pass.dispatch_at(kernel, group, &offsets, grid, work);
                     }
+                    first_row += windowed.rows;
                 }
                 continue;
             }
@@ -681,6 +693,16 @@ impl Linear {
     /// each (lavapipe; see [`reads_x_uniform`]).
     pub fn x_window_rows(&self, m: u32) -> Option<u32> {
         self.chunks.first().and_then(|c| self.windowed_for(m, c)).map(|(w, _)| w.rows)
+    }
+
+    /// The windowed kernel of the few-rows block (4 x 8) and `chunk`'s bind group for it, for
+    /// the last rows of a batch: not the one-row block's, which reads x whole (x in parts is one
+    /// token row's values side by side only where the batch is that row).
+    fn tail_windows<'a>(&'a self, chunk: &'a Chunk) -> Option<(&'a Windowed, &'a wgpu::BindGroup)> {
+        match &self.kernels {
+            Kernels::Direct { windowed, .. } => windowed[1].as_ref().zip(chunk.windowed[1].as_ref()),
+            _ => None,
+        }
     }
 
     /// The windowed kernel and `chunk`'s bind group for it, where `m` token rows run one.
