@@ -57,12 +57,8 @@ const SMALL_BLOCKS: [DirectBlock; 3] =
 /// adapter is llvmpipe (whose weights are textures: [`Gpu::weight_textures`]), else
 /// linear_direct.wgsl (whose blocks are 4 weight rows wide, without a `BLOCK_N`) in the small
 /// ones.
-fn direct_kernel(gpu: &Gpu) -> (&'static KernelSpec, &'static [DirectBlock; 3], bool) {
-    if gpu.weight_textures() {
-        (&LINEAR_BLOCKS, &LAVAPIPE_BLOCKS, true)
-    } else {
-        (&LINEAR_DIRECT, &SMALL_BLOCKS, false)
-    }
+fn direct_kernel(gpu: &Gpu) -> (&'static KernelSpec, &'static [DirectBlock; 3]) {
+    if gpu.weight_textures() { (&LINEAR_BLOCKS, &LAVAPIPE_BLOCKS) } else { (&LINEAR_DIRECT, &SMALL_BLOCKS) }
 }
 
 /// Bytes of the uniform binding through which lavapipe reads a window of x
@@ -87,8 +83,7 @@ pub const LINEAR_X_UNIFORM_BYTES: u64 = 64 << 10;
 /// tokens (WebGPU's default binding is 128 MiB; a device held to less, as a test's is, keeps x
 /// in storage).
 fn reads_x_uniform(gpu: &Gpu) -> bool {
-    gpu.direct_kernels()
-        && direct_kernel(gpu).2
+    gpu.weight_textures() // lavapipe's direct kernels
         && gpu.limits().max_uniform_buffer_binding_size >= LINEAR_X_UNIFORM_BYTES
         && gpu.max_binding() >= 16 * LINEAR_X_UNIFORM_BYTES
 }
@@ -474,12 +469,12 @@ impl Linear {
             let shape = matvec.unwrap_or(MatvecShape::for_layer(k, norm));
             Kernels::Folded { matvec: Matvec::new(gpu, shape, &with(&[(switch, 1.0)])) }
         } else if gpu.direct_kernels() {
-            let (spec, blocks, sized_n) = direct_kernel(gpu);
+            let (spec, blocks) = direct_kernel(gpu);
             let direct_with =
                 |spec, b: DirectBlock, constants: &[(&'static str, f64)], extra: &[(&'static str, f64)]| {
                     let block = [workgroup(DIRECT_WORKGROUP), ("BLOCK_M", f64::from(b.m))];
                     let lavapipe = [("BLOCK_N", f64::from(b.n)), ("TEXTURE_WIDTH", f64::from(WEIGHT_TEXTURE_WIDTH))];
-                    let lavapipe = if sized_n { &lavapipe[..] } else { &[] };
+                    let lavapipe = if gpu.weight_textures() { &lavapipe[..] } else { &[] };
                     gpu.kernel(spec, &[constants, &block[..], lavapipe, extra].concat())
                 };
             let direct = |spec, b| direct_with(spec, b, &constants, &[]);
