@@ -222,7 +222,11 @@ export function roofline(el, report, t) {
   const rf = report && report.roofline;
   const mc = (report && report.micro) || {};
   const groups = [
+    // Decode's fractions are of copy bandwidth; read bandwidth (a kernel that reads the weights
+    // as the linear kernels do and writes nothing) is its second bar, the nearer roof where
+    // stores are slow.
     { kind: 'decode', title: tx(t, 'decode'), value: rf?.decode_gbps, peak: mc.copy_gbps, peakName: tx(t, 'copyBw'),
+      otherPeaks: [{ v: mc.read_gbps, name: tx(t, 'readBw') }],
       unit: 'GB/s', frac: rf?.decode_fraction, gpuValue: rf?.gpu_decode_gbps, gpuFrac: rf?.gpu_decode_fraction,
       cls: 'bar-decode' },
     { kind: 'prefill', title: tx(t, 'prefill'), value: rf?.prefill_gflops, peak: mc.fma_gflops, peakName: tx(t, 'fma'),
@@ -242,6 +246,9 @@ export function roofline(el, report, t) {
       if (!isNum(b.frac)) b.frac = hasPeak ? b.v / gr.peak : null;
     }
     if (hasPeak) list.push({ name: gr.peakName, v: gr.peak, frac: null, cls: 'bar-peak', kind: 'peak' });
+    for (const p of gr.otherPeaks ?? []) {
+      if (isNum(p.v) && p.v > 0) list.push({ name: p.name, v: p.v, frac: null, cls: 'bar-peak', kind: 'peak' });
+    }
     return list;
   };
   const names = groups.flatMap((g) => bars(g).map((b) => b.name));
@@ -258,7 +265,7 @@ export function roofline(el, report, t) {
     const sx = (v) => x0 + (v / top) * plotW;
     const measured = list[0];
     if (measured.frac != null) {
-      text(g, x0, y + 12, fit(tx(t, 'ofPeak').replace('{pct}', (measured.frac * 100).toFixed(1)), w - x0),
+      text(g, x0, y + 12, fit(tx(t, 'ofPeak').replace('{pct}', (measured.frac * 100).toFixed(1)).replace('{peak}', gr.peakName), w - x0),
         { class: 'value', 'data-kind': 'fraction' });
     }
     y += 20;

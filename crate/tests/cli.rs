@@ -203,6 +203,16 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
         // Two lengths fit the cost model's prefill line.
         assert!(report["cost_model"]["prefill"]["per_token_ms"].is_f64(), "{}", report["cost_model"]);
         assert!(report["sweep"][1]["predicted_speedup"].as_f64().unwrap() > 0.0, "{}", report["sweep"][1]);
+        // Read bandwidth, read as the linear kernels read their weights (textures: lavapipe's
+        // direct kernels), and decode's fraction of it.
+        let micro = &report["micro"];
+        assert_eq!(micro["read_from"], if kernels == "tiled" { "storage" } else { "texture" });
+        let (read, copy) = (micro["read_gbps"].as_f64().unwrap(), micro["copy_gbps"].as_f64().unwrap());
+        let roofline = &report["roofline"];
+        let decode = roofline["decode_gbps"].as_f64().unwrap();
+        assert!(read > 0.0 && (roofline["decode_read_fraction"].as_f64().unwrap() - decode / read).abs() < 1e-9);
+        let floor = report["model"]["decode_bytes"].as_f64().unwrap() / (read.max(copy) * 1e6);
+        assert!((roofline["decode_floor_ms"].as_f64().unwrap() - floor).abs() < 1e-9 * floor, "{roofline}");
         // What a dispatch that waits for the one before it costs, doing nothing.
         let dispatch_us = report["micro"]["dispatch_us"].as_f64().unwrap();
         assert!(dispatch_us > 0.0 && dispatch_us < 10_000.0, "{dispatch_us}");

@@ -8,12 +8,12 @@
 //! prelude.
 
 use naga::{AddressSpace, Expression, Handle, Module, TypeInner};
-use onetoken::gpu::{BLOCK_QUANTS, KernelSpec, LINEAR, PACKED, WEIGHT_PAIRS};
+use onetoken::gpu::{BLOCK_QUANTS, KernelSpec, LINEAR, LINEAR_W, LINEAR_W_TEXTURE, PACKED, WEIGHT_PAIRS};
 use onetoken::ops;
 
 /// The kernels checked: all a GPU runs (the tiled family, attention, the head, the
 /// microbenchmarks), and the CPU-like devices' other than the exempt ones.
-const CHECKED_KERNELS: [KernelSpec; 19] = [
+const CHECKED_KERNELS: [KernelSpec; 21] = [
     ops::EMBEDDING,
     ops::RMS_NORM,
     ops::RMS_NORM_ROWS,
@@ -33,6 +33,8 @@ const CHECKED_KERNELS: [KernelSpec; 19] = [
     ops::SYNTHETIC,
     standalone("bench_copy", include_str!("../../shaders/bench_copy.wgsl")),
     standalone("bench_fma", include_str!("../../shaders/bench_fma.wgsl")),
+    KernelSpec { name: "bench_read", source: BENCH_READ, prelude: &[LINEAR_W], bindings: &[] },
+    KernelSpec { name: "bench_read", source: BENCH_READ, prelude: &[LINEAR_W_TEXTURE], bindings: &[] },
 ];
 
 /// The exempt: the direct linear family and direct attention, for CPU-like devices only.
@@ -42,6 +44,9 @@ const EXEMPT_KERNELS: [KernelSpec; 4] =
 const fn standalone(name: &'static str, source: &'static str) -> KernelSpec {
     KernelSpec { name, source, prelude: &[], bindings: &[] }
 }
+
+/// The read probe, without its w (linear_w.wgsl or linear_w_texture.wgsl).
+const BENCH_READ: &str = include_str!("../../shaders/bench_read.wgsl");
 
 /// The kernel's source as the device gets it (its prelude, then its own).
 fn source(spec: &KernelSpec) -> String {

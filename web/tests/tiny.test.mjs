@@ -119,7 +119,9 @@ test('a short benchmark fills the sweep, batch and roofline charts', async () =>
   const report = await page.evaluate(() => window.onetoken.bench({ lengths: [48, 96], batch_sizes: [1, 4], repeats: 1 }));
   assert.equal(report.sweep.length, 2);
   assert.ok(report.cost_model, 'a fitted cost model');
-  assert.ok(report.micro.copy_gbps > 0 && report.micro.fma_gflops > 0);
+  assert.ok(report.micro.copy_gbps > 0 && report.micro.read_gbps > 0 && report.micro.fma_gflops > 0);
+  // SwiftShader's linear kernels read their weights from storage buffers, and so does the probe.
+  assert.equal(report.micro.read_from, 'storage');
   const count = (sel) => page.locator(sel).count();
   assert.ok((await count('#chart-sweep [data-kind=point]')) >= 6);
   // A fit whose prefill does not grow with the prompt (short prompts on SwiftShader can give
@@ -139,6 +141,10 @@ test('a short benchmark fills the sweep, batch and roofline charts', async () =>
     const label = await page.textContent(`#chart-roofline [data-metric=${metric}] [data-kind=gpu-value]`);
     assert.ok(label.endsWith(`· ${(fraction * 100).toFixed(1)} %`), `${metric}: ${label}`);
   }
+  // Decode's roofs: copy and read bandwidth; its fraction names the one it is of.
+  const peaks = await page.locator('#chart-roofline [data-metric=decode] [data-kind=peak-value]').allTextContents();
+  assert.equal(peaks.length, 2, peaks.join(' | '));
+  assert.match(await page.textContent('#chart-roofline [data-metric=decode] [data-kind=fraction]'), /% of this device's measured copy bandwidth$/);
   assert.match(await page.textContent('#cost-model'), grows ? /T = .* ms \+ .* ms × P \+ N × .* ms/ : /^Cost model: not shown \(over these lengths prefill did not grow/);
   assert.equal(report.profile, undefined, 'profile mode is off by default');
 });
@@ -148,6 +154,10 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
     window.onetoken.bench({ lengths: [20], batch_sizes: [1], repeats: 1, profile: true }));
   // One prompt length fits no cost model, and the page says so.
   assert.equal(report.cost_model, null);
+  // Decode's roofs: copy and read bandwidth; its fraction names the one it is of.
+  const peaks = await page.locator('#chart-roofline [data-metric=decode] [data-kind=peak-value]').allTextContents();
+  assert.equal(peaks.length, 2, peaks.join(' | '));
+  assert.match(await page.textContent('#chart-roofline [data-metric=decode] [data-kind=fraction]'), /% of this device's measured copy bandwidth$/);
   assert.match(await page.textContent('#cost-model'), /^Cost model: not fitted \(it takes two or more prompt lengths\) · decode: /);
   assert.equal(await page.isVisible('#sweep-merged'), false);
   // WebGPU has timestamps only at a pass's beginning and end.

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 mod micro;
+mod read_probe;
 mod workload;
 
 pub use micro::microbenchmarks;
@@ -143,6 +144,13 @@ pub struct ModelInfo {
 pub struct Micro {
     /// Bytes read + written per second by a plain copy kernel, GB/s.
     pub copy_gbps: f64,
+    /// Bytes read per second by a kernel that reads a matrix as the linear kernels read their
+    /// weights and writes almost nothing (bench_read.wgsl), GB/s: the ceiling of a decode step.
+    /// Where stores are slow (lavapipe) it lies well above the copy's.
+    pub read_gbps: f64,
+    /// Where the read probe read: `storage`, or `texture` where the linear kernels read their
+    /// weights from textures (lavapipe).
+    pub read_from: &'static str,
     /// f32 fused multiply-adds x 2 per second, GFLOP/s.
     pub fma_gflops: f64,
     /// Whether these came from GPU timestamps (else wall time).
@@ -323,9 +331,10 @@ pub struct BatchSkip {
 #[derive(Debug, Clone, Serialize)]
 pub struct Roofline {
     /// Decode: weight bytes per step / median step time (wall: every overhead included), and as
-    /// a fraction of copy bandwidth.
+    /// a fraction of copy bandwidth and of read bandwidth.
     pub decode_gbps: f64,
     pub decode_fraction: f64,
+    pub decode_read_fraction: f64,
     /// Prefill at the longest length: flops / prefill time (wall), and as a fraction of FMA
     /// throughput.
     pub prefill_gflops: f64,
@@ -335,9 +344,11 @@ pub struct Roofline {
     /// what the kernels reach, without the host's submits and readbacks.
     pub gpu_decode_gbps: Option<f64>,
     pub gpu_decode_fraction: Option<f64>,
+    pub gpu_decode_read_fraction: Option<f64>,
     pub gpu_prefill_gflops: Option<f64>,
     pub gpu_prefill_fraction: Option<f64>,
-    /// Lower bound of a decode step at the measured copy bandwidth, ms.
+    /// Lower bound of a decode step: its weight bytes at the higher of the measured copy and
+    /// read bandwidths, ms.
     pub decode_floor_ms: f64,
 }
 
@@ -642,14 +653,16 @@ impl Roofline {
         Roofline {
             decode_gbps,
             decode_fraction: decode_gbps / micro.copy_gbps,
+            decode_read_fraction: decode_gbps / micro.read_gbps,
             prefill_gflops,
             prefill_fraction: prefill_gflops / micro.fma_gflops,
             prefill_tokens,
             gpu_decode_gbps,
             gpu_decode_fraction: gpu_decode_gbps.map(|g| g / micro.copy_gbps),
+            gpu_decode_read_fraction: gpu_decode_gbps.map(|g| g / micro.read_gbps),
             gpu_prefill_gflops,
             gpu_prefill_fraction: gpu_prefill_gflops.map(|g| g / micro.fma_gflops),
-            decode_floor_ms: decode_bytes as f64 / (micro.copy_gbps * 1e6),
+            decode_floor_ms: decode_bytes as f64 / (micro.copy_gbps.max(micro.read_gbps) * 1e6),
         }
     }
 }
@@ -738,6 +751,8 @@ mod tests {
         let prefill_attention = AttentionMicro { tokens: 0, heads: 0, kv_heads: 0, head_dim: 0, paths: vec![] };
         Micro {
             copy_gbps: 100.0,
+            read_gbps: 150.0,
+            read_from: "storage",
             fma_gflops: 1000.0,
             gpu_timed: true,
             dispatch_us: 5.0,
@@ -763,12 +778,17 @@ mod tests {
         assert!((r.decode_gbps - 1.0).abs() < 1e-9 && (r.decode_fraction - 0.01).abs() < 1e-12, "{r:?}");
         assert!((r.gpu_decode_gbps.unwrap() - 3.0).abs() < 1e-9, "{r:?}");
         assert!((r.gpu_decode_fraction.unwrap() - 0.03).abs() < 1e-12);
+        // Against read bandwidth (150 GB/s) too; the floor at the faster of the two probes.
+        assert!((r.decode_read_fraction - 1.0 / 150.0).abs() < 1e-12, "{r:?}");
+        assert!((r.gpu_decode_read_fraction.unwrap() - 0.02).abs() < 1e-12, "{r:?}");
+        assert!((r.decode_floor_ms - 0.02).abs() < 1e-12, "{r:?}");
         // A row whose steps have no GPU time, or GPU times of zero: no GPU decode figure.
         for gpu_steps in [None, Some(vec![0.0, 0.0])] {
             let rows = vec![row(70, 20.0, 10.0, gpu_steps), row(12, 5.0, 4.0, Some(vec![0.0]))];
             let sweep = Sweep { rows, merged: vec![], decode_ms: 3.0, cost_model: None };
             let r = Roofline::new(&config, &sweep, 3_000_000, &micro());
             assert!(r.gpu_decode_gbps.is_none() && r.gpu_decode_fraction.is_none(), "{r:?}");
+            assert!(r.gpu_decode_read_fraction.is_none(), "{r:?}");
             assert!(r.gpu_prefill_gflops.is_some());
         }
     }

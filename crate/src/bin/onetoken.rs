@@ -381,7 +381,11 @@ fn print_report(r: &BenchReport) {
         if r.model.synthetic { " (synthetic weights: answers meaningless, timings real)" } else { "" },
         r.model.decode_bytes as f64 / 1e6
     );
-    println!("micro: copy {:.1} GB/s, FMA {:.1} GFLOP/s", r.micro.copy_gbps, r.micro.fma_gflops);
+    let m = &r.micro;
+    println!(
+        "micro: copy {:.1} GB/s, read {:.1} GB/s ({}, as the linear kernels read their weights), FMA {:.1} GFLOP/s",
+        m.copy_gbps, m.read_gbps, m.read_from, m.fma_gflops
+    );
     println!("micro: a dispatch waiting for the one before it: {:.2} us", r.micro.dispatch_us);
     for l in &r.micro.linear {
         let shapes = match (l.lanes, &l.other_shape) {
@@ -491,21 +495,28 @@ fn print_report(r: &BenchReport) {
     }
     let f = &r.roofline;
     println!(
-        "roofline, wall time (every overhead): decode {:.1} GB/s = {:.0}% of copy bandwidth (floor {:.2} ms/step); \
-         prefill ({} tokens) {:.1} GFLOP/s = {:.0}% of FMA",
+        "roofline, wall time (every overhead): decode {:.1} GB/s = {:.0}% of copy bandwidth, {:.0}% of read \
+         (floor {:.2} ms/step); prefill ({} tokens) {:.1} GFLOP/s = {:.0}% of FMA",
         f.decode_gbps,
         100.0 * f.decode_fraction,
+        100.0 * f.decode_read_fraction,
         f.decode_floor_ms,
         f.prefill_tokens,
         f.prefill_gflops,
         100.0 * f.prefill_fraction
     );
-    if let (Some(d), Some(df), Some(p), Some(pf)) =
-        (f.gpu_decode_gbps, f.gpu_decode_fraction, f.gpu_prefill_gflops, f.gpu_prefill_fraction)
-    {
+    if let (Some(d), Some(df), Some(dr), Some(p), Some(pf)) = (
+        f.gpu_decode_gbps,
+        f.gpu_decode_fraction,
+        f.gpu_decode_read_fraction,
+        f.gpu_prefill_gflops,
+        f.gpu_prefill_fraction,
+    ) {
         println!(
-            "roofline, GPU time (the kernels): decode {d:.1} GB/s = {:.0}% of copy bandwidth; prefill {p:.1} GFLOP/s = {:.0}% of FMA",
+            "roofline, GPU time (the kernels): decode {d:.1} GB/s = {:.0}% of copy bandwidth, {:.0}% of read; \
+             prefill {p:.1} GFLOP/s = {:.0}% of FMA",
             100.0 * df,
+            100.0 * dr,
             100.0 * pf
         );
     }
