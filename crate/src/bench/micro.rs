@@ -42,12 +42,14 @@ const FMA: KernelSpec = KernelSpec {
 pub(super) const PROBE_WORKGROUP: u32 = 256;
 
 /// Workgroups the copy and read probes run, each timed, the fastest taken: a large GPU needs
-/// many (4096 of 256 threads are several times what one holds at once); a CPU implementation
-/// runs a workgroup as a loop over its threads, switching between them at each barrier, so
-/// there fewer, longer workgroups read faster. Measured on the read probe: lavapipe 6-9 GB/s
-/// at 32-64 workgroups, 3-4 GB/s at 4096; SwiftShader 1.1-1.7 GB/s at 16-64, 0.2 GB/s at
-/// 4096. Its copy: lavapipe 1.8 GB/s at 4096, 1.2 at 64; SwiftShader 2.8 at 16, 1.7 at 4096.
-const PROBE_GROUPS: [u32; 3] = [16, 64, MAX_PROBE_GROUPS];
+/// many (4096 of 256 threads are several times what one holds at once; at 1024 each thread
+/// loops four times as long, so a read workgroup's closing fold, its threads' atomics on one
+/// word, weighs less: neither is measured on a GPU yet); a CPU implementation runs a
+/// workgroup as a loop over its threads, switching between them at each barrier, so there
+/// fewer, longer workgroups read faster. Measured on the read probe: lavapipe 6-9 GB/s at
+/// 32-64 workgroups, 3-4 GB/s at 4096; SwiftShader 1.1-1.7 GB/s at 16-64, 0.2 GB/s at 4096.
+/// The copy: lavapipe 1.8 GB/s at 4096, 1.2 at 64; SwiftShader 2.8 at 16, 1.7 at 4096.
+const PROBE_GROUPS: [u32; 4] = [16, 64, 1024, MAX_PROBE_GROUPS];
 
 /// The most of [`PROBE_GROUPS`].
 pub(super) const MAX_PROBE_GROUPS: u32 = 4096;
