@@ -14,7 +14,11 @@ pub struct PrefillFit {
 }
 
 impl PrefillFit {
-    /// Least-squares line through `(P, ms)` points; `None` with fewer than two distinct P.
+    /// Least-squares line through `(P, ms)` points with a fixed cost of at least zero; `None`
+    /// with fewer than two distinct P. A negative fixed cost means nothing (the page would teach
+    /// that a prompt of no tokens saves time), but noise on short prompts fits one easily (two
+    /// prompts on lavapipe: T = -54 ms + 61 ms x P): where the free line's would be negative,
+    /// the best line under the constraint is the least-squares line through the origin.
     pub fn fit(points: &[(f64, f64)]) -> Option<Self> {
         let n = points.len() as f64;
         let (sx, sy) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
@@ -25,7 +29,12 @@ impl PrefillFit {
         }
         let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
         let per_token_ms = sxy / sxx;
-        Some(Self { fixed_ms: my - per_token_ms * mx, per_token_ms })
+        let fixed_ms = my - per_token_ms * mx;
+        if fixed_ms >= 0.0 {
+            return Some(Self { fixed_ms, per_token_ms });
+        }
+        let (xy, xx) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x * y, b + x * x));
+        Some(Self { fixed_ms: 0.0, per_token_ms: xy / xx })
     }
 
     pub fn at(&self, tokens: f64) -> f64 {
@@ -84,6 +93,20 @@ mod tests {
         assert!(PrefillFit::fit(&[(1.0, 2.0)]).is_none());
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn a_fixed_cost_is_never_negative() {
+        // The free line through these is T = -54 + 61 P (the bench's two prompts on lavapipe).
+        let points = [(33.0, 1959.9), (70.0, 4217.9)];
+        let fit = PrefillFit::fit(&points).unwrap();
+        assert_eq!(fit.fixed_ms, 0.0);
+        // The least-squares slope through the origin: sum(P T) / sum(P^2).
+        let slope = (33.0 * 1959.9 + 70.0 * 4217.9) / (33.0f64.powi(2) + 70.0f64.powi(2));
+        assert!((fit.per_token_ms - slope).abs() < 1e-9, "{fit:?}");
+        // A positive fixed cost is kept as fitted.
+        let kept = PrefillFit::fit(&[(10.0, 30.0), (20.0, 50.0)]).unwrap();
+        assert!((kept.fixed_ms - 10.0).abs() < 1e-9 && (kept.per_token_ms - 2.0).abs() < 1e-12);
     }
 
     #[test]

@@ -200,8 +200,9 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
         assert!(ok, "{err}");
         let report: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(report["device"]["kernels"], kernels);
-        // Two lengths fit the cost model's prefill line.
+        // Two lengths fit the cost model's prefill line, whose fixed cost is never negative.
         assert!(report["cost_model"]["prefill"]["per_token_ms"].is_f64(), "{}", report["cost_model"]);
+        assert!(report["cost_model"]["prefill"]["fixed_ms"].as_f64().unwrap() >= 0.0, "{}", report["cost_model"]);
         assert!(report["sweep"][1]["predicted_speedup"].as_f64().unwrap() > 0.0, "{}", report["sweep"][1]);
         // Read bandwidth, read as the linear kernels read their weights (textures: lavapipe's
         // direct kernels), and decode's fraction of it.

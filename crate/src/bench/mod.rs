@@ -434,7 +434,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         engine.model().dispatch_timing()?;
     }
     engine.model_mut().grow_to(options.model_options(&config, &gpu))?;
-    progress("microbenchmarks: copy bandwidth and FMA throughput");
+    progress("microbenchmarks: copy and read bandwidth, FMA throughput");
     // Attention over the longest prompt, but on CPU-like devices at most 128 tokens: there the
     // per-head kernel (a GPU's) would take minutes over 1,024.
     let longest = options.lengths.iter().copied().max().unwrap_or(64).max(1);
