@@ -61,8 +61,11 @@ pub struct KernelTotal {
     pub flops: u64,
     pub gbps: f64,
     pub gflops: f64,
-    /// Achieved GB/s over the copy microbenchmark's, and GFLOP/s over the FMA one's.
+    /// Achieved GB/s over the copy microbenchmark's and over the read one's (the roof of a
+    /// kernel that reads much and writes little, as decode's linear layers do), and GFLOP/s over
+    /// the FMA one's.
     pub copy_fraction: f64,
+    pub read_fraction: f64,
     pub fma_fraction: f64,
 }
 
@@ -226,6 +229,7 @@ fn totals(dispatches: &[Dispatch], micro: &Micro) -> Vec<KernelTotal> {
             t.gflops = t.flops as f64 / (t.gpu_ms * 1e6);
         }
         t.copy_fraction = t.gbps / micro.copy_gbps;
+        t.read_fraction = t.gbps / micro.read_gbps;
         t.fma_fraction = t.gflops / micro.fma_gflops;
     }
     totals.sort_by(|a, b| b.gpu_ms.total_cmp(&a.gpu_ms));

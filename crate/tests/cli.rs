@@ -227,6 +227,8 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             assert!(l["gpu_ms"].as_f64().unwrap() > 0.0 && l["gbps"].as_f64().unwrap() > 0.0, "{l}");
             let fraction = l["gbps"].as_f64().unwrap() / report["micro"]["copy_gbps"].as_f64().unwrap();
             assert!((l["copy_fraction"].as_f64().unwrap() - fraction).abs() < 1e-9);
+            let fraction = l["gbps"].as_f64().unwrap() / read;
+            assert!((l["read_fraction"].as_f64().unwrap() - fraction).abs() < 1e-9, "{l}");
             // matvec's pick for this K (64 lanes a row from K = 2,048), and its other shape
             // timed beside it; linear_direct has neither.
             if kernels == "tiled" {
@@ -376,6 +378,12 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
             assert!((1..=64).contains(&p["runs"].as_u64().unwrap()), "{}", p["runs"]);
             let totals: u64 = p["kernels"].as_array().unwrap().iter().map(|k| k["count"].as_u64().unwrap()).sum();
             assert_eq!(totals as usize, dispatches.len());
+            // Each kernel's GB/s against both bandwidth probes.
+            for k in p["kernels"].as_array().unwrap() {
+                let gbps = k["gbps"].as_f64().unwrap();
+                assert!((k["copy_fraction"].as_f64().unwrap() - gbps / copy).abs() < 1e-9, "{k}");
+                assert!((k["read_fraction"].as_f64().unwrap() - gbps / read).abs() < 1e-9, "{k}");
+            }
         }
         // A's decode steps at the first length, encoded ahead (the sweep's) and when asked for.
         let a = &report["sweep"][0]["a"];

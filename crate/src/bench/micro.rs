@@ -151,7 +151,7 @@ pub async fn microbenchmarks(gpu: &Gpu, config: &Qwen2Config, attention_tokens: 
     let fma_gflops = flops / (fma_ms * 1e6);
     let (mut linear, mut prefill_linear) = (Vec::new(), Vec::new());
     for (k, n) in LINEAR_SHAPES {
-        linear.push(linear_decode(gpu, k, n, copy_gbps).await?);
+        linear.push(linear_decode(gpu, k, n, (copy_gbps, read_gbps)).await?);
         prefill_linear.push(linear_prefill(gpu, k, n, fma_gflops).await?);
     }
     let prefill_attention = attention_prefill(gpu, config, attention_tokens, fma_gflops).await?;
@@ -327,7 +327,7 @@ const LINEAR_BYTES: u64 = 96 << 20;
 /// One token row times a bf16 `[n, k]` matrix of synthetic weights, by the kernel a decode
 /// step uses on this device (matvec, or linear_direct on CPU-like devices): one dispatch per
 /// matrix over as many matrices as make [`LINEAR_BYTES`], each read once per run.
-async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<LinearMicro> {
+async fn linear_decode(gpu: &Gpu, k: usize, n: usize, (copy_gbps, read_gbps): (f64, f64)) -> Result<LinearMicro> {
     let count = LINEAR_BYTES.div_ceil(WeightFormat::Float(Dtype::BF16).row_bytes(k) as u64 * n as u64) as usize;
     let weights = synthetic_matrices(gpu, count, k, n)?;
     let (x, y) = (linear_input(gpu, "bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
@@ -354,7 +354,8 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, copy_gbps: f64) -> Result<
         }
         None => None,
     };
-    Ok(LinearMicro { k, n, kernel, gpu_ms, gbps, copy_fraction: gbps / copy_gbps, lanes, other_shape })
+    let (copy_fraction, read_fraction) = (gbps / copy_gbps, gbps / read_gbps);
+    Ok(LinearMicro { k, n, kernel, gpu_ms, gbps, copy_fraction, read_fraction, lanes, other_shape })
 }
 
 #[cfg(test)]

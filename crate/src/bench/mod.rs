@@ -233,9 +233,11 @@ pub struct LinearMicro {
     /// The kernel that ran (`matvec` or `linear_direct`).
     pub kernel: &'static str,
     pub gpu_ms: f64,
-    /// Weight and activation bytes moved per second, GB/s, and as a fraction of copy bandwidth.
+    /// Weight and activation bytes moved per second, GB/s, and as a fraction of copy bandwidth
+    /// and of read bandwidth (the layer reads its weights and writes little).
     pub gbps: f64,
     pub copy_fraction: f64,
+    pub read_fraction: f64,
     /// matvec's lanes per weight row, the shape the engine picks for this K (`None`:
     /// linear_direct).
     pub lanes: Option<u32>,

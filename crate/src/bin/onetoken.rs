@@ -399,14 +399,15 @@ fn print_report(r: &BenchReport) {
             _ => String::new(),
         };
         println!(
-            "micro: {} of 1 x {} by bf16 [{}, {}]: {:.3} ms, {:.1} GB/s = {:.0}% of copy{shapes}",
+            "micro: {} of 1 x {} by bf16 [{}, {}]: {:.3} ms, {:.1} GB/s = {:.0}% of copy, {:.0}% of read{shapes}",
             l.kernel,
             l.k,
             l.n,
             l.k,
             l.gpu_ms,
             l.gbps,
-            100.0 * l.copy_fraction
+            100.0 * l.copy_fraction,
+            100.0 * l.read_fraction
         );
     }
     for l in &r.micro.prefill_linear {
@@ -566,18 +567,19 @@ fn print_profile(p: &onetoken::profile::Profile, dispatch_us: f64) {
             phase.runs
         );
         println!(
-            "{:>18} {:>6} {:>10} {:>9} {:>9} {:>7} {:>7}",
-            "kernel", "count", "GPU ms", "GB/s", "GFLOP/s", "%copy", "%FMA"
+            "{:>18} {:>6} {:>10} {:>9} {:>9} {:>7} {:>7} {:>7}",
+            "kernel", "count", "GPU ms", "GB/s", "GFLOP/s", "%copy", "%read", "%FMA"
         );
         for k in &phase.kernels {
             println!(
-                "{:>18} {:>6} {:>10.3} {:>9.1} {:>9.1} {:>7.1} {:>7.1}",
+                "{:>18} {:>6} {:>10.3} {:>9.1} {:>9.1} {:>7.1} {:>7.1} {:>7.1}",
                 k.kernel,
                 k.count,
                 k.gpu_ms,
                 k.gbps,
                 k.gflops,
                 100.0 * k.copy_fraction,
+                100.0 * k.read_fraction,
                 100.0 * k.fma_fraction
             );
         }
