@@ -218,16 +218,23 @@ export function batchChart(el, report, t) {
 //    timestamps, on the GPU's clock (the kernels alone). The gap between the two is the host's
 //    share: submits, readbacks, waiting.
 
+/** Whether this device's read probe beat its copy probe, making read bandwidth decode's roof. */
+const readIsRoof = (micro) => isNum(micro?.read_gbps) && micro.read_gbps > (micro.copy_gbps ?? 0);
+
 export function roofline(el, report, t) {
   const rf = report && report.roofline;
   const mc = (report && report.micro) || {};
+  // Decode's fractions are of the higher of the two bandwidth probes, its roof: copy, or read (a
+  // kernel that reads the weights as the linear kernels do and writes nothing: the higher one
+  // where stores are slow). The other probe is a second bar.
+  const read = readIsRoof(mc);
+  const copyBw = { v: mc.copy_gbps, name: tx(t, 'copyBw') }, readBw = { v: mc.read_gbps, name: tx(t, 'readBw') };
+  const [roof, other] = read ? [readBw, copyBw] : [copyBw, readBw];
   const groups = [
-    // Decode's fractions are of copy bandwidth; read bandwidth (a kernel that reads the weights
-    // as the linear kernels do and writes nothing) is its second bar, the nearer roof where
-    // stores are slow.
-    { kind: 'decode', title: tx(t, 'decode'), value: rf?.decode_gbps, peak: mc.copy_gbps, peakName: tx(t, 'copyBw'),
-      otherPeaks: [{ v: mc.read_gbps, name: tx(t, 'readBw') }],
-      unit: 'GB/s', frac: rf?.decode_fraction, gpuValue: rf?.gpu_decode_gbps, gpuFrac: rf?.gpu_decode_fraction,
+    { kind: 'decode', title: tx(t, 'decode'), value: rf?.decode_gbps, peak: roof.v, peakName: roof.name,
+      otherPeaks: [other],
+      unit: 'GB/s', frac: read ? rf?.decode_read_fraction : rf?.decode_fraction, gpuValue: rf?.gpu_decode_gbps,
+      gpuFrac: read ? rf?.gpu_decode_read_fraction : rf?.gpu_decode_fraction,
       cls: 'bar-decode' },
     { kind: 'prefill', title: tx(t, 'prefill'), value: rf?.prefill_gflops, peak: mc.fma_gflops, peakName: tx(t, 'fma'),
       unit: 'GFLOP/s', frac: rf?.prefill_fraction, gpuValue: rf?.gpu_prefill_gflops, gpuFrac: rf?.gpu_prefill_fraction,
@@ -286,7 +293,8 @@ export function roofline(el, report, t) {
 // ---------------------------------------------------------------------------------------
 // 4. Where the time goes: one prefill and the decode step after it, kernel by kernel (the
 //    bench's profile at its longest prompt), each kernel's time, and how close it came to this
-//    device's copy bandwidth or FMA rate (whichever it is nearer: its roof).
+//    device's bandwidth (the higher of copy and read) or FMA rate (whichever it is nearer: its
+//    roof).
 
 /** The profile's phases at its longest prompt: [prefill, decode], or [] without a profile. */
 export function profiledPhases(report) {
@@ -302,10 +310,13 @@ export function kernels(el, report, t) {
   const { svg, w } = frame(el, tx(t, 'kernelsTitle'));
   const names = phases.flatMap((p) => p.kernels.map((k) => k.kernel));
   const labelW = clamp(Math.max(...names.map((n) => textWidth(n))) + 10, 60, w * 0.3);
-  // Each bar's label: its time and how near it came to its roof (copy bandwidth or FMA rate).
+  // Each bar's label: its time and how near it came to its roof (bandwidth or FMA rate).
+  const read = readIsRoof(report.micro) && phases.every((p) => p.kernels.every((k) => isNum(k.read_fraction)));
   const pct = (f) => (100 * f).toFixed(0);
-  const roofLabel = (k) => `${formatMs(k.gpu_ms)} · ${k.copy_fraction >= k.fma_fraction
-    ? `${formatNum(k.gbps)} GB/s, ${tx(t, 'ofCopy').replace('{pct}', pct(k.copy_fraction))}`
+  const bandwidthFraction = (k) => (read ? k.read_fraction : k.copy_fraction);
+  const isMemoryBound = (k) => bandwidthFraction(k) >= k.fma_fraction;
+  const roofLabel = (k) => `${formatMs(k.gpu_ms)} · ${isMemoryBound(k)
+    ? `${formatNum(k.gbps)} GB/s, ${tx(t, read ? 'ofRead' : 'ofCopy').replace('{pct}', pct(bandwidthFraction(k)))}`
     : `${formatNum(k.gflops)} GFLOP/s, ${tx(t, 'ofFma').replace('{pct}', pct(k.fma_fraction))}`}`;
   const labels = phases.flatMap((p) => p.kernels.map(roofLabel));
   const valueW = clamp(Math.max(...labels.map((l) => textWidth(l))) + 8, 80, w * 0.5);
@@ -324,7 +335,7 @@ export function kernels(el, report, t) {
     y += 20;
     const top = Math.max(...phase.kernels.map((k) => k.gpu_ms), 1e-9);
     for (const k of phase.kernels) {
-      const memory = k.copy_fraction >= k.fma_fraction;
+      const memory = isMemoryBound(k);
       const label = roofLabel(k);
       text(g, x0 - 6, y + barH / 2, fit(k.kernel, labelW - 8), { 'text-anchor': 'end', dy: '0.35em' });
       const width = Math.max(1, (k.gpu_ms / top) * plotW);

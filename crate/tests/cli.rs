@@ -236,7 +236,10 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
                 assert_eq!(l["lanes"], picked, "{l}");
                 let other = &l["other_shape"];
                 assert_eq!(other["lanes"], 96 - picked, "{l}");
-                assert!(other["gpu_ms"].as_f64().unwrap() > 0.0 && other["copy_fraction"].as_f64().unwrap() > 0.0);
+                assert!(other["gpu_ms"].as_f64().unwrap() > 0.0, "{l}");
+                let gbps = other["gbps"].as_f64().unwrap();
+                assert!((other["copy_fraction"].as_f64().unwrap() - gbps / copy).abs() < 1e-9, "{l}");
+                assert!((other["read_fraction"].as_f64().unwrap() - gbps / read).abs() < 1e-9, "{l}");
             } else {
                 assert!(l["lanes"].is_null() && l["other_shape"].is_null(), "{l}");
             }

@@ -137,27 +137,35 @@ test('a short benchmark fills the sweep, batch and roofline charts', async () =>
   assert.equal(report.device.timestamps, true);
   assert.ok(rf.gpu_decode_gbps > 0 && rf.gpu_prefill_gflops > 0, JSON.stringify(rf));
   assert.equal(await count('#chart-roofline [data-kind=gpu]'), 2);
-  for (const [metric, fraction] of [['decode', rf.gpu_decode_fraction], ['prefill', rf.gpu_prefill_fraction]]) {
+  // Decode's roof is the higher of the two bandwidth probes.
+  const read = report.micro.read_gbps > report.micro.copy_gbps;
+  const decodeFraction = read ? rf.gpu_decode_read_fraction : rf.gpu_decode_fraction;
+  for (const [metric, fraction] of [['decode', decodeFraction], ['prefill', rf.gpu_prefill_fraction]]) {
     const label = await page.textContent(`#chart-roofline [data-metric=${metric}] [data-kind=gpu-value]`);
     assert.ok(label.endsWith(`· ${(fraction * 100).toFixed(1)} %`), `${metric}: ${label}`);
   }
-  // Decode's roofs: copy and read bandwidth; its fraction names the one it is of.
+  // Decode's roofs: copy and read bandwidth; its fraction names the higher, the one it is of.
   const peaks = await page.locator('#chart-roofline [data-metric=decode] [data-kind=peak-value]').allTextContents();
   assert.equal(peaks.length, 2, peaks.join(' | '));
-  assert.match(await page.textContent('#chart-roofline [data-metric=decode] [data-kind=fraction]'), /% of this device's measured copy bandwidth$/);
+  assert.equal(await page.textContent('#chart-roofline [data-metric=decode] [data-kind=fraction]'),
+    `${(100 * (read ? rf.decode_read_fraction : rf.decode_fraction)).toFixed(1)} % of this device's measured ${read ? 'read' : 'copy'} bandwidth`);
   assert.match(await page.textContent('#cost-model'), grows ? /T = .* ms \+ .* ms × P \+ N × .* ms/ : /^Cost model: not shown \(over these lengths prefill did not grow/);
   assert.equal(report.profile, undefined, 'profile mode is off by default');
 });
 
+let profiled; // the profiled bench's report, charted again below on other probe figures
+
 test('bench with profile: true times every dispatch of a prefill and a decode step', async () => {
   const report = await page.evaluate(() =>
     window.onetoken.bench({ lengths: [20], batch_sizes: [1], repeats: 1, profile: true }));
+  profiled = report;
   // One prompt length fits no cost model, and the page says so.
   assert.equal(report.cost_model, null);
-  // Decode's roofs: copy and read bandwidth; its fraction names the one it is of.
+  // Decode's roofs: copy and read bandwidth; its fraction names the higher, the one it is of.
   const peaks = await page.locator('#chart-roofline [data-metric=decode] [data-kind=peak-value]').allTextContents();
   assert.equal(peaks.length, 2, peaks.join(' | '));
-  assert.match(await page.textContent('#chart-roofline [data-metric=decode] [data-kind=fraction]'), /% of this device's measured copy bandwidth$/);
+  const roof = report.micro.read_gbps > report.micro.copy_gbps ? 'read' : 'copy';
+  assert.match(await page.textContent('#chart-roofline [data-metric=decode] [data-kind=fraction]'), new RegExp(`% of this device's measured ${roof} bandwidth$`));
   assert.match(await page.textContent('#cost-model'), /^Cost model: not fitted \(it takes two or more prompt lengths\) · decode: /);
   assert.equal(await page.isVisible('#sweep-merged'), false);
   // WebGPU has timestamps only at a pass's beginning and end.
@@ -191,12 +199,69 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
   // The kernel chart: one bar per kernel of each phase, and a reading of each phase below it.
   const bars = await page.locator('#chart-kernels svg [data-kind=kernel]').count();
   assert.equal(bars, phases[0].kernels.length + phases[1].kernels.length);
+  // A kernel that moves bytes is set against the same bandwidth roof as decode; one that does
+  // arithmetic, against the FMA rate.
+  for (const p of phases) {
+    for (const k of p.kernels) {
+      const label = await page.textContent(`#chart-kernels g[data-phase=${p.phase}] [data-kernel=${k.kernel}] title`);
+      const memory = (roof === 'read' ? k.read_fraction : k.copy_fraction) >= k.fma_fraction;
+      assert.match(label, memory ? new RegExp(` GB/s, \\d+% of ${roof} bandwidth;`) : / GFLOP\/s, \d+% of the FMA rate;/, label);
+    }
+  }
   const readings = await page.locator('#kernel-readings li').allTextContents();
   assert.equal(readings.length, 2);
   assert.match(readings[0], /^prefill of 20 tokens: the linear layers reach [\d.]+ GFLOP\/s, \d+% of this device's FMA rate/);
   assert.match(readings[1], /^decode: 2 layers × 10 dispatches \(26 in all\); the weights \(0\.21 MB\) are read once per step; \d+% of the time is the linear layers \(linear_direct\)/);
   // And what the step's dispatches cost doing nothing, at this run's dispatch microbenchmark.
   assert.match(readings[1], /costs [\d.]+ µs, so 26 of them take [\d.]+ ms before any work is done\.$/);
+});
+
+test('where reading beats copying (slow stores), decode and the kernels that move bytes are set against read bandwidth', async () => {
+  assert.ok(profiled, 'the profiled bench ran');
+  const drawn = await page.evaluate(async (report) => {
+    const { roofline, kernels } = await import('./bench-charts.js');
+    const { default: en } = await import('./i18n/en.js');
+    // The same run, as if the read probe had read three times as fast as the copy probe copied.
+    const read = 3 * report.micro.copy_gbps;
+    const rf = report.roofline;
+    const faster = {
+      ...report,
+      micro: { ...report.micro, read_gbps: read },
+      roofline: { ...rf, decode_read_fraction: rf.decode_gbps / read, gpu_decode_read_fraction: rf.gpu_decode_gbps / read },
+      profile: {
+        ...report.profile,
+        phases: report.profile.phases.map((p) => ({ ...p, kernels: p.kernels.map((k) => ({ ...k, read_fraction: k.gbps / read })) })),
+      },
+    };
+    const [roof, kernelChart] = [document.createElement('div'), document.createElement('div')];
+    document.body.append(roof, kernelChart);
+    roofline(roof, faster, en.charts);
+    kernels(kernelChart, faster, en.charts);
+    const texts = (el, sel) => [...el.querySelectorAll(sel)].map((e) => e.textContent);
+    const out = {
+      fraction: roof.querySelector('[data-metric=decode] [data-kind=fraction]').textContent,
+      peaks: [...roof.querySelectorAll('[data-metric=decode] [data-kind=peak]')].map((e) => e.querySelector('title').textContent),
+      labels: texts(kernelChart, '[data-kind=kernel] title'),
+      kernels: faster.profile.phases.flatMap((p) => p.kernels),
+      decodeReadFraction: faster.roofline.decode_read_fraction,
+    };
+    roof.remove();
+    kernelChart.remove();
+    return out;
+  }, profiled);
+  assert.equal(drawn.fraction, `${(100 * drawn.decodeReadFraction).toFixed(1)} % of this device's measured read bandwidth`);
+  // The roof first, then the other probe.
+  assert.deepEqual(drawn.peaks.map((p) => p.split(':')[0]), ['read bandwidth', 'copy bandwidth']);
+  assert.equal(drawn.labels.length, drawn.kernels.length);
+  drawn.kernels.forEach((k, i) => {
+    const label = drawn.labels[i];
+    if (k.read_fraction >= k.fma_fraction) {
+      assert.ok(label.includes(`GB/s, ${(100 * k.read_fraction).toFixed(0)}% of read bandwidth;`), label);
+    } else {
+      assert.match(label, / GFLOP\/s, \d+% of the FMA rate;/, label);
+    }
+  });
+  assert.ok(drawn.labels.every((l) => !l.includes('of copy bandwidth')), drawn.labels.join(' | '));
 });
 
 test("a batch size past this device's limits is left out of the chart and named below it", async () => {

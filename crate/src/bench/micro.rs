@@ -350,7 +350,8 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, (copy_gbps, read_gbps): (f
             let layers =
                 layers.collect::<Option<_>>().ok_or_else(|| Error::Gpu(format!("no matvec {other} lanes wide")))?;
             let (gpu_ms, gbps) = time(layers).await?;
-            Some(MatvecShapeMicro { lanes: other, gpu_ms, gbps, copy_fraction: gbps / copy_gbps })
+            let (copy_fraction, read_fraction) = (gbps / copy_gbps, gbps / read_gbps);
+            Some(MatvecShapeMicro { lanes: other, gpu_ms, gbps, copy_fraction, read_fraction })
         }
         None => None,
     };

@@ -253,6 +253,7 @@ pub struct MatvecShapeMicro {
     pub gpu_ms: f64,
     pub gbps: f64,
     pub copy_fraction: f64,
+    pub read_fraction: f64,
 }
 
 /// One strategy at one prompt length (medians over repeats).

@@ -390,10 +390,11 @@ fn print_report(r: &BenchReport) {
     for l in &r.micro.linear {
         let shapes = match (l.lanes, &l.other_shape) {
             (Some(lanes), Some(o)) => format!(
-                " ({lanes} lanes a row; {} lanes: {:.3} ms, {:.0}% of copy, {:.2}x the time)",
+                " ({lanes} lanes a row; {} lanes: {:.3} ms, {:.0}% of copy, {:.0}% of read, {:.2}x the time)",
                 o.lanes,
                 o.gpu_ms,
                 100.0 * o.copy_fraction,
+                100.0 * o.read_fraction,
                 o.gpu_ms / l.gpu_ms
             ),
             _ => String::new(),
