@@ -14,7 +14,8 @@ export function showBench(report, t, fill) {
   // A fit to short, noisy prompts can slope down: no formula is shown for it, nor drawn.
   const model = !m ? t.costModelNone : !(m.prefill.per_token_ms > 0) ? t.costModelFlat
     : fill(t.costModel, { a: m.prefill.fixed_ms.toFixed(1), b: m.prefill.per_token_ms.toFixed(3), d: m.decode_ms.toFixed(1) });
-  $('cost-model').textContent = `${model} · ${perStep}`;
+  const runs = report.repeats > 1 ? fill(t.runsPerPoint, { n: report.repeats }) : t.runPerPoint;
+  $('cost-model').textContent = `${model} · ${perStep} · ${runs}`;
   const merged = report.sweep_merged ?? [];
   const shortest = Math.min(...(report.sweep ?? []).map((r) => r.b.prompt_tokens));
   $('sweep-merged').hidden = !merged.length;

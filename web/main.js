@@ -367,6 +367,16 @@ function numbers(text, field) {
   return words.map(Number);
 }
 
+/** Runs per benchmark point: one whole number, at most MAX_REPEATS (each run of each point). */
+const MAX_REPEATS = 20;
+function runsPerPoint(text) {
+  const words = text.split(/[\s,]+/).filter(Boolean);
+  if (words.length !== 1 || !/^[1-9][0-9]?$/.test(words[0]) || Number(words[0]) > MAX_REPEATS) {
+    throw new Error(fill(t().badRepeats, { field: t().benchRepeats, text: text.trim(), max: MAX_REPEATS }));
+  }
+  return Number(words[0]);
+}
+
 async function bench(options) {
   return guarded(async () => {
     if (!modelInfo) throw new Error(t().noModel);
@@ -430,7 +440,7 @@ function wire() {
       options = {
         lengths: numbers($('bench-lengths').value, t().benchLengths),
         batch_sizes: numbers($('bench-batches').value, t().benchBatches),
-        repeats: 1,
+        repeats: runsPerPoint($('bench-repeats').value),
         profile: gpuInfo?.timestamps === true, // where the time goes, kernel by kernel
       };
     } catch (e) {

@@ -200,6 +200,7 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
         assert!(ok, "{err}");
         let report: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(report["device"]["kernels"], kernels);
+        assert_eq!(report["repeats"], 1, "each point is one run, as asked");
         // Two lengths fit the cost model's prefill line, whose fixed cost is never negative.
         assert!(report["cost_model"]["prefill"]["per_token_ms"].is_f64(), "{}", report["cost_model"]);
         assert!(report["cost_model"]["prefill"]["fixed_ms"].as_f64().unwrap() >= 0.0, "{}", report["cost_model"]);

@@ -165,6 +165,12 @@ test('a typed choice already listed, bad benchmark numbers and an empty batch ar
     assert.match(await page.textContent('#error-text'), new RegExp(`Prompt lengths: “${bad}” is not a whole number`), lengths);
   }
   await page.fill('#bench-lengths', '32,64');
+  for (const repeats of ['0', '21', '2 3', '1.5', '']) {
+    await page.fill('#bench-repeats', repeats);
+    await page.click('#bench-run');
+    assert.equal(await page.textContent('#error-text'), `Runs per point: “${repeats}” is not one whole number from 1 to 20.`, repeats);
+  }
+  await page.fill('#bench-repeats', '3');
   await page.fill('#batch-questions', '');
   await page.click('#batch-run');
   await page.waitForFunction(() => /empty batch/.test(document.getElementById('error-text').textContent));

@@ -166,7 +166,7 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
   assert.equal(peaks.length, 2, peaks.join(' | '));
   const roof = report.micro.read_gbps > report.micro.copy_gbps ? 'read' : 'copy';
   assert.match(await page.textContent('#chart-roofline [data-metric=decode] [data-kind=fraction]'), new RegExp(`% of this device's measured ${roof} bandwidth$`));
-  assert.match(await page.textContent('#cost-model'), /^Cost model: not fitted \(it takes two or more prompt lengths\) · decode: /);
+  assert.match(await page.textContent('#cost-model'), /^Cost model: not fitted \(it takes two or more prompt lengths\) · decode: .* · each point one run$/);
   assert.equal(await page.isVisible('#sweep-merged'), false);
   // WebGPU has timestamps only at a pass's beginning and end.
   assert.equal(report.profile.timing, 'pass-per-dispatch');
@@ -262,6 +262,19 @@ test('where reading beats copying (slow stores), decode and the kernels that mov
     }
   });
   assert.ok(drawn.labels.every((l) => !l.includes('of copy bandwidth')), drawn.labels.join(' | '));
+});
+
+test('the Measure button runs the benchmark with the runs per point typed beside it', async () => {
+  assert.equal(await page.inputValue('#bench-repeats'), '3', 'the median of three by default');
+  await page.fill('#bench-lengths', '20');
+  await page.fill('#bench-batches', '1');
+  await page.fill('#bench-repeats', '2');
+  await page.click('#bench-run');
+  await page.waitForFunction(() => / · each point the median of 2 runs$/.test(document.getElementById('cost-model').textContent),
+    null, { timeout: 300_000 });
+  await page.click('#lang-ko');
+  assert.match(await page.textContent('#cost-model'), / · 점마다 2회 실행의 중앙값$/);
+  await page.click('#lang-en');
 });
 
 test("a batch size past this device's limits is left out of the chart and named below it", async () => {

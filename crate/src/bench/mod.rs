@@ -361,6 +361,8 @@ pub struct BenchReport {
     pub device: DeviceInfo,
     pub model: ModelInfo,
     pub micro: Micro,
+    /// Runs of each strategy at each point; the run with the median total is reported.
+    pub repeats: usize,
     pub sweep: Vec<SweepRow>,
     /// Asked-for lengths below the shortest prompt the bench builds (its chat template and
     /// question around an empty document): their request is the shortest row's, measured once.
@@ -477,6 +479,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         decode_ms_per_step: sweep.decode_ms,
         encode_ahead,
         cost_model: sweep.cost_model,
+        repeats: options.repeats.max(1),
         sweep: sweep.rows,
         sweep_merged: sweep.merged,
         batch,
