@@ -219,7 +219,7 @@ export function batchChart(el, report, t) {
 //    share: submits, readbacks, waiting.
 
 /** Whether this device's read probe beat its copy probe, making read bandwidth decode's roof. */
-const readIsRoof = (micro) => isNum(micro?.read_gbps) && micro.read_gbps > (micro.copy_gbps ?? 0);
+export const readIsRoof = (micro) => isNum(micro?.read_gbps) && micro.read_gbps > (micro.copy_gbps ?? 0);
 
 export function roofline(el, report, t) {
   const rf = report && report.roofline;

@@ -1,8 +1,8 @@
 // What the page says about a benchmark report: a one-line reading of each profiled phase, and
 // the article's worked example beside this device's figures for the same prompt. Pure
 // functions of the report: the numbers come from what was measured here, never assumed.
-import { profiledPhases } from './bench-charts.js';
-import { formatMillions } from './svg.js';
+import { profiledPhases, readIsRoof } from './bench-charts.js';
+import { formatMillions, formatMs, formatNum } from './svg.js';
 
 /**
  * The article's worked example: a 600-token prompt, T_prefill about 60 ms and T_decode about
@@ -31,11 +31,25 @@ export function kernelReadings(report, t, fill) {
       tokens: phase.tokens,
     };
     if (phase.phase === 'decode') {
+      const sentences = [fill(t.decodeReading, values)];
+      // The step's floor: its weights read at this device's bandwidth (the higher probe), beside
+      // what the step took on the GPU.
+      const floor = report.roofline?.decode_floor_ms;
+      if (floor > 0 && phase.gpu_ms > 0) {
+        const read = readIsRoof(report.micro);
+        sentences.push(fill(t.decodeFloor, {
+          roof: read ? t.charts.readBw : t.charts.copyBw,
+          gbps: formatNum(read ? report.micro.read_gbps : report.micro.copy_gbps),
+          floor: formatMs(floor), ms: formatMs(phase.gpu_ms), share: share(floor, phase.gpu_ms),
+        }));
+      }
       // What the step's dispatches cost doing nothing, from the microbenchmark of this run.
       const us = report.micro?.dispatch_us;
-      if (!(us > 0)) return fill(t.decodeReading, values);
-      const fixed = { us: us.toFixed(1), count: phase.dispatch_count, ms: ((phase.dispatch_count * us) / 1000).toFixed(2) };
-      return `${fill(t.decodeReading, values)} ${fill(t.dispatchCost, fixed)}`;
+      if (us > 0) {
+        const fixed = { us: us.toFixed(1), count: phase.dispatch_count, ms: ((phase.dispatch_count * us) / 1000).toFixed(2) };
+        sentences.push(fill(t.dispatchCost, fixed));
+      }
+      return sentences.join(' ');
     }
     const flops = linear.reduce((a, k) => a + k.flops, 0);
     const gflops = linearMs > 0 ? flops / (linearMs * 1e6) : 0;

@@ -126,6 +126,7 @@ export default {
   kernelsTitle: 'Where the time goes, kernel by kernel',
   explainKernels: 'Each bar is one kernel\'s GPU time in one prefill and in the decode step after it, timed dispatch by dispatch. Each kernel is set against the roof it comes nearer: this device\'s bandwidth for the bytes it must move (the higher of its copy and read probes), or its FMA rate for the arithmetic it must do. Decode\'s matrix kernels move bytes and meet the first; prefill\'s multiply and, once the prompt is long enough, meet the second.',
   decodeReading: 'decode: {layers} layers × {perLayer} dispatches ({count} in all); the weights ({mb} MB) are read once per step; {share}% of the time is the linear layers ({linear}).',
+  decodeFloor: 'At this device\'s {roof} ({gbps} GB/s) that read takes at least {floor}: {share}% of the {ms} this step took on the GPU.',
   dispatchCost: 'Here a dispatch that must wait for the one before it costs {us} µs, so {count} of them take {ms} ms before any work is done.',
   prefillReading: 'prefill of {tokens} tokens: the linear layers reach {gflops} GFLOP/s, {fma}% of this device\'s FMA rate, and take {share}% of the time.',
   takeAway: 'Take the results away',

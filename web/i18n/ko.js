@@ -126,6 +126,7 @@ export default {
   kernelsTitle: '시간은 어디에 쓰이나: 커널별로 보기',
   explainKernels: '막대 하나는 프리필 한 번과 그 뒤 디코드 한 스텝에서 커널 하나가 쓴 GPU 시간이며, 디스패치마다 따로 쟀습니다. 커널마다 더 가까이 간 한계와 비교합니다. 옮겨야 하는 바이트는 이 기기의 대역폭(복사와 읽기 중 높은 쪽)과, 해야 하는 연산은 FMA 처리량과 비교합니다. 디코드의 행렬 커널은 바이트를 옮기므로 앞의 한계에, 프리필의 행렬 커널은 곱셈이 많아 프롬프트가 충분히 길면 뒤의 한계에 닿습니다.',
   decodeReading: '디코드: 층 {layers}개 × 디스패치 {perLayer}개 (모두 {count}개). 스텝마다 가중치({mb} MB)를 한 번씩 읽으며, 시간의 {share}%가 선형 층({linear})에 쓰입니다.',
+  decodeFloor: '이 기기의 {roof}({gbps} GB/s)으로 그 읽기에는 적어도 {floor}가 걸리며, 이 스텝이 GPU에서 쓴 {ms}의 {share}%입니다.',
   dispatchCost: '이 기기에서 앞 디스패치를 기다려야 하는 디스패치 하나에 {us} µs가 들므로, {count}개는 아무 일도 하기 전에 {ms} ms를 씁니다.',
   prefillReading: '{tokens}토큰 프리필: 선형 층이 {gflops} GFLOP/s로 이 기기 FMA 처리량의 {fma}%에 이르고, 시간의 {share}%를 차지합니다.',
   takeAway: '결과 가져가기',

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { articleComparison, articleVerdict, kernelReadings } from '../lesson.js';
 import en from '../i18n/en.js';
+import ko from '../i18n/ko.js';
 
 const fill = (text, values) => text.replace(/\{(\w+)\}/g, (_, k) => values[k] ?? '');
 
@@ -74,4 +75,16 @@ test('kernel readings count dispatches per layer and the linear layers\' share',
   // With the dispatch microbenchmark, the decode step's dispatches at its cost.
   const [, costed] = kernelReadings({ ...r, micro: { ...r.micro, dispatch_us: 25 } }, en, fill);
   assert.equal(costed, `${decode} Here a dispatch that must wait for the one before it costs 25.0 µs, so 6 of them take 0.15 ms before any work is done.`);
+  // With the step's GPU time and the roofline's floor, the floor beside it, at the higher of the
+  // two bandwidth probes (read here, copy where it is the higher).
+  const timed = {
+    ...r,
+    micro: { ...r.micro, copy_gbps: 3000, read_gbps: 3800, dispatch_us: 25 },
+    roofline: { decode_floor_ms: 0.26 },
+    profile: { phases: r.profile.phases.map((p) => ({ ...p, gpu_ms: 8.5 })) },
+  };
+  const [, floored] = kernelReadings(timed, en, fill);
+  assert.equal(floored, `${decode} At this device's read bandwidth (3800 GB/s) that read takes at least 0.26 ms: 3% of the 8.5 ms this step took on the GPU. Here a dispatch that must wait for the one before it costs 25.0 µs, so 6 of them take 0.15 ms before any work is done.`);
+  const [, copied] = kernelReadings({ ...timed, micro: { ...timed.micro, read_gbps: 2000 } }, ko, fill);
+  assert.match(copied, /이 기기의 복사 대역폭\(3000 GB\/s\)으로 그 읽기에는 적어도 0\.26 ms가 걸리며, 이 스텝이 GPU에서 쓴 8\.5 ms의 3%입니다\./);
 });

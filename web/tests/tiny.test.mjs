@@ -212,6 +212,9 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
   assert.equal(readings.length, 2);
   assert.match(readings[0], /^prefill of 20 tokens: the linear layers reach [\d.]+ GFLOP\/s, \d+% of this device's FMA rate/);
   assert.match(readings[1], /^decode: 2 layers × 10 dispatches \(26 in all\); the weights \(0\.21 MB\) are read once per step; \d+% of the time is the linear layers \(linear_direct\)/);
+  // The step's floor, its weights read at the higher bandwidth probe, beside its GPU time.
+  const floor = new RegExp(` At this device's ${roof} bandwidth \\([\\d.]+ GB/s\\) that read takes at least [\\d.e-]+ m?s: \\d+% of the [\\d.]+ m?s this step took on the GPU\\. `);
+  assert.match(readings[1], floor);
   // And what the step's dispatches cost doing nothing, at this run's dispatch microbenchmark.
   assert.match(readings[1], /costs [\d.]+ µs, so 26 of them take [\d.]+ ms before any work is done\.$/);
 });
