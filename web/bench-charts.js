@@ -311,7 +311,7 @@ export function kernels(el, report, t) {
   const names = phases.flatMap((p) => p.kernels.map((k) => k.kernel));
   const labelW = clamp(Math.max(...names.map((n) => textWidth(n))) + 10, 60, w * 0.3);
   // Each bar's label: its time and how near it came to its roof (bandwidth or FMA rate).
-  const read = readIsRoof(report.micro) && phases.every((p) => p.kernels.every((k) => isNum(k.read_fraction)));
+  const read = readIsRoof(report.micro);
   const pct = (f) => (100 * f).toFixed(0);
   const bandwidthFraction = (k) => (read ? k.read_fraction : k.copy_fraction);
   const isMemoryBound = (k) => bandwidthFraction(k) >= k.fma_fraction;

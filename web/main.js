@@ -371,10 +371,11 @@ function numbers(text, field) {
 const MAX_REPEATS = 20;
 function runsPerPoint(text) {
   const words = text.split(/[\s,]+/).filter(Boolean);
-  if (words.length !== 1 || !/^[1-9][0-9]?$/.test(words[0]) || Number(words[0]) > MAX_REPEATS) {
+  const n = Number(words[0]);
+  if (words.length !== 1 || !/^\d+$/.test(words[0]) || n < 1 || n > MAX_REPEATS) {
     throw new Error(fill(t().badRepeats, { field: t().benchRepeats, text: text.trim(), max: MAX_REPEATS }));
   }
-  return Number(words[0]);
+  return n;
 }
 
 async function bench(options) {

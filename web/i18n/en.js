@@ -96,7 +96,7 @@ export default {
   costModelFlat: 'Cost model: not shown (over these lengths prefill did not grow with the prompt: measure longer prompts)',
   batchSkipped: 'Not measured on this device: {list}.',
   batchSkippedItem: '{n} judgments, {sharing} ({reason})',
-  sweepMerged: 'Lengths {lengths} are below the shortest prompt the benchmark builds ({tokens} tokens): measured once, as that point.',
+  sweepMerged: 'Lengths {lengths} are below the shortest prompt the benchmark builds ({tokens} tokens): measured as that point.',
   decodePerStep: 'decode: {ms} ms per step',
   runsPerPoint: 'each point the median of {n} runs',
   runPerPoint: 'each point one run',

@@ -86,5 +86,5 @@ test('kernel readings count dispatches per layer and the linear layers\' share',
   const [, floored] = kernelReadings(timed, en, fill);
   assert.equal(floored, `${decode} At this device's read bandwidth (3800 GB/s) that read takes at least 0.26 ms: 3% of the 8.5 ms this step took on the GPU. Here a dispatch that must wait for the one before it costs 25.0 µs, so 6 of them take 0.15 ms before any work is done.`);
   const [, copied] = kernelReadings({ ...timed, micro: { ...timed.micro, read_gbps: 2000 } }, ko, fill);
-  assert.match(copied, /이 기기의 복사 대역폭\(3000 GB\/s\)으로 그 읽기에는 적어도 0\.26 ms가 걸리며, 이 스텝이 GPU에서 쓴 8\.5 ms의 3%입니다\./);
+  assert.match(copied, /이 기기의 복사 대역폭\(3000 GB\/s\)으로 그 읽기에는 적어도 0\.26 ms가 걸리며, 이는 이 스텝이 GPU에서 쓴 8\.5 ms의 3%입니다\./);
 });

@@ -276,8 +276,12 @@ test('the Measure button runs the benchmark with the runs per point typed beside
   await page.waitForFunction(() => / · each point the median of 2 runs$/.test(document.getElementById('cost-model').textContent),
     null, { timeout: 300_000 });
   await page.click('#lang-ko');
-  assert.match(await page.textContent('#cost-model'), / · 점마다 2회 실행의 중앙값$/);
+  assert.match(await page.textContent('#cost-model'), / · 측정점마다 2회 실행의 중앙값$/);
   await page.click('#lang-en');
+  // Back to the defaults.
+  await page.fill('#bench-lengths', '32,64,128,256');
+  await page.fill('#bench-batches', '1,4,16');
+  await page.fill('#bench-repeats', '3');
 });
 
 test("a batch size past this device's limits is left out of the chart and named below it", async () => {
@@ -300,7 +304,7 @@ test("the article's example stands beside this device's figures, computed from i
   const shortest = report.sweep[0].b.prompt_tokens;
   assert.ok(shortest > 40, `${shortest}`);
   assert.equal(await page.textContent('#sweep-merged'),
-    `Lengths 40 are below the shortest prompt the benchmark builds (${shortest} tokens): measured once, as that point.`);
+    `Lengths 40 are below the shortest prompt the benchmark builds (${shortest} tokens): measured as that point.`);
   const cells = await page.$$eval('#article-table tr', (rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
   assert.deepEqual(cells[0].slice(1), ['Article (a hosted GPU)', 'This device (from its cost model)']);
   const row = (label) => cells.find((c) => c[0].startsWith(label)).slice(1);
