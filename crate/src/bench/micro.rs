@@ -328,6 +328,8 @@ const LINEAR_BYTES: u64 = 96 << 20;
 /// step uses on this device (matvec, or linear_direct on CPU-like devices): one dispatch per
 /// matrix over as many matrices as make [`LINEAR_BYTES`], each read once per run.
 async fn linear_decode(gpu: &Gpu, k: usize, n: usize, (copy_gbps, read_gbps): (f64, f64)) -> Result<LinearMicro> {
+    // GB/s as fractions of the copy and read probes'.
+    let fractions = |gbps: f64| (gbps / copy_gbps, gbps / read_gbps);
     let count = LINEAR_BYTES.div_ceil(WeightFormat::Float(Dtype::BF16).row_bytes(k) as u64 * n as u64) as usize;
     let weights = synthetic_matrices(gpu, count, k, n)?;
     let (x, y) = (linear_input(gpu, "bench x", (k * 4) as u64), gpu.storage("bench y", (n * 4) as u64));
@@ -350,12 +352,12 @@ async fn linear_decode(gpu: &Gpu, k: usize, n: usize, (copy_gbps, read_gbps): (f
             let layers =
                 layers.collect::<Option<_>>().ok_or_else(|| Error::Gpu(format!("no matvec {other} lanes wide")))?;
             let (gpu_ms, gbps) = time(layers).await?;
-            let (copy_fraction, read_fraction) = (gbps / copy_gbps, gbps / read_gbps);
+            let (copy_fraction, read_fraction) = fractions(gbps);
             Some(MatvecShapeMicro { lanes: other, gpu_ms, gbps, copy_fraction, read_fraction })
         }
         None => None,
     };
-    let (copy_fraction, read_fraction) = (gbps / copy_gbps, gbps / read_gbps);
+    let (copy_fraction, read_fraction) = fractions(gbps);
     Ok(LinearMicro { k, n, kernel, gpu_ms, gbps, copy_fraction, read_fraction, lanes, other_shape })
 }
 

@@ -365,7 +365,7 @@ pub struct BenchReport {
     pub repeats: usize,
     pub sweep: Vec<SweepRow>,
     /// Asked-for lengths below the shortest prompt the bench builds (its chat template and
-    /// question around an empty document): their request is the shortest row's, measured once.
+    /// question around an empty document): their request is the shortest row's, measured as that row.
     pub sweep_merged: Vec<usize>,
     pub decode_ms_per_step: f64,
     /// What encoding ahead saves a decode step (at the sweep's first length).
