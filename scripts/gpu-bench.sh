@@ -20,6 +20,8 @@ export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
 log="$out/gpu-bench.log"
 # step SECONDS NAME OUTPUT COMMAND...: COMMAND under a timeout of at most SECONDS (less where
 # the budget has less left), its stdout into OUTPUT, its stderr into the log.
+# bench's stderr gives each step's figures as it ends: a bench cut off by its timeout leaves
+# what it measured in the log.
 step() {
   local seconds=$1 name=$2 output=$3
   shift 3

@@ -191,6 +191,70 @@ fn tune_is_honoured_and_reported() {
     assert!(ok && help.contains(&onetoken::gpu::Tuning::defaults_text()), "{help}");
 }
 
+/// bench's progress lines on stderr give each step's figures as it ends, the report's own: a
+/// run cut short (by a timeout) has said what it measured so far.
+fn progress_lines_carry_the_figures(report: &serde_json::Value, err: &str) {
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    let has = |line: String| assert!(err.contains(&line), "stderr should hold {line:?}:\n{err}");
+    let micro = &report["micro"];
+    has(format!(
+        "bench: microbenchmarks: copy {:.1} GB/s, read {:.1} GB/s, FMA {:.1} GFLOP/s, a dependent dispatch {:.1} us\n",
+        f(&micro["copy_gbps"]),
+        f(&micro["read_gbps"]),
+        f(&micro["fma_gflops"]),
+        f(&micro["dispatch_us"])
+    ));
+    for row in report["sweep"].as_array().unwrap() {
+        let a = &row["a"];
+        let steps: Vec<f64> = a["decode_ms"].as_array().unwrap().iter().map(f).collect();
+        let gpu_steps: Vec<f64> = a["gpu_decode_ms"].as_array().unwrap().iter().map(f).collect();
+        has(format!(
+            "bench: prompt of {} tokens: A {:.1} ms (prefill {:.1} ms + {} steps of {:.2} ms; GPU {:.1} ms + {:.2} ms), \
+             B {:.1} ms, B full head {:.1} ms: A/B {:.2}\n",
+            row["length"],
+            f(&a["total_ms"]),
+            f(&a["prefill_ms"]),
+            steps.len(),
+            onetoken::cost::median(&steps),
+            f(&a["gpu_prefill_ms"]),
+            onetoken::cost::median(&gpu_steps),
+            f(&row["b"]["total_ms"]),
+            f(&row["b_full_head"]["total_ms"]),
+            f(&row["speedup"])
+        ));
+    }
+    let ahead = &report["encode_ahead"];
+    has(format!(
+        "bench: a decode step {:.2} ms encoded ahead ({} of {} steps), {:.2} ms encoded when asked for\n",
+        f(&ahead["decode_ms"]),
+        ahead["steps_encoded_ahead"],
+        ahead["decode_steps"],
+        f(&ahead["decode_ms_on_demand"])
+    ));
+    for b in report["batch"].as_array().unwrap() {
+        let shared = if b["shared_prefix"] == true { ", shared prefix" } else { "" };
+        has(format!(
+            "bench: batch of {} judgments{shared}: {:.1} ms, {:.1} judgments/s\n",
+            b["judgments"],
+            f(&b["total_ms"]),
+            f(&b["judgments_per_s"])
+        ));
+    }
+    for pair in report["profile"]["phases"].as_array().unwrap().chunks(2) {
+        let summary = |p: &serde_json::Value| {
+            format!(
+                "{:.2} ms on the GPU in {} dispatches (their sum {:.2} ms, most in {} (",
+                f(&p["gpu_ms"]),
+                p["dispatch_count"],
+                f(&p["kernels_ms"]),
+                p["kernels"][0]["kernel"].as_str().unwrap()
+            )
+        };
+        has(format!("bench: profile at {} tokens: prefill {}", pair[0]["tokens"], summary(&pair[0])));
+        has(format!("; a decode step {}", summary(&pair[1])));
+    }
+}
+
 #[test]
 fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
     let model = fixture("tiny-qwen2").display().to_string();
@@ -201,6 +265,7 @@ fn bench_profile_times_every_dispatch_and_kernels_are_honoured() {
         let report: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(report["device"]["kernels"], kernels);
         assert_eq!(report["repeats"], 1, "each point is one run, as asked");
+        progress_lines_carry_the_figures(&report, &err);
         // Two lengths fit the cost model's prefill line, whose fixed cost is never negative.
         assert!(report["cost_model"]["prefill"]["per_token_ms"].is_f64(), "{}", report["cost_model"]);
         assert!(report["cost_model"]["prefill"]["fixed_ms"].as_f64().unwrap() >= 0.0, "{}", report["cost_model"]);

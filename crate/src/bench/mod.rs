@@ -397,6 +397,23 @@ fn point(j: &Judgment) -> Point {
     }
 }
 
+/// A's figures at one length as a progress line gives them: its total, prefill and median
+/// decode step, then the GPU's prefill and step where it has them.
+fn a_figures(a: &Judgment) -> String {
+    let t = &a.timings_ms;
+    let mut text = format!(
+        "{:.1} ms (prefill {:.1} ms + {} steps of {:.2} ms",
+        t.total,
+        t.prefill,
+        t.decode.len(),
+        median(&t.decode)
+    );
+    if let Some(g) = &a.gpu_timings_ms {
+        text += &format!("; GPU {:.1} ms + {:.2} ms", g.prefill, median(&g.decode));
+    }
+    text + ")"
+}
+
 /// Runs `strategy` `repeats` times and returns the run with the median total.
 async fn median_run(engine: &mut Engine, req: &JudgeRequest, strategy: Strategy, repeats: usize) -> Result<Judgment> {
     let mut runs = Vec::new();
@@ -429,7 +446,8 @@ async fn median_batch(
 }
 
 /// The whole benchmark, on an engine it sizes for `options` first. `progress` hears a line
-/// per step (the page shows it).
+/// as each step starts and one with its figures as it ends (the page shows them; a run cut
+/// short, by a timeout say, has said what it measured so far).
 pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
     let gpu = engine.model().gpu().clone();
     let config = engine.model().config().clone();
@@ -448,6 +466,10 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let qkv_row = 4 * (config.hidden_size + 2 * config.kv_dim()) as u64;
     let attention_tokens = attention_tokens.min((gpu.max_binding() / qkv_row) as usize);
     let micro = microbenchmarks(&gpu, &config, attention_tokens).await?;
+    progress(&format!(
+        "microbenchmarks: copy {:.1} GB/s, read {:.1} GB/s, FMA {:.1} GFLOP/s, a dependent dispatch {:.1} us",
+        micro.copy_gbps, micro.read_gbps, micro.fma_gflops, micro.dispatch_us
+    ));
     let warm = request_of_length(engine, 32)?;
     engine.judge(&warm, Strategy::TokenByToken, 0).await?;
     let sweep = sweep(engine, options, progress).await?;
@@ -458,7 +480,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let (batch, batch_skipped) = batches(engine, options, progress).await?;
     let profile = if options.profile {
         progress("profile: one prefill and one decode step per length, kernel by kernel");
-        Some(crate::profile::profile(engine.model_mut(), &options.lengths, &micro).await?)
+        Some(crate::profile::profile(engine.model_mut(), &options.lengths, &micro, progress).await?)
     } else {
         None
     };
@@ -519,6 +541,13 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
         fit_points.push((bf.prompt_tokens as f64, bf.timings_ms.prefill));
         fit_points.push((a.prompt_tokens as f64, a.timings_ms.prefill));
         requests.push(req);
+        progress(&format!(
+            "prompt of {length} tokens: A {}, B {:.1} ms, B full head {:.1} ms: A/B {:.2}",
+            a_figures(&a),
+            b.timings_ms.total,
+            bf.timings_ms.total,
+            a.timings_ms.total / b.timings_ms.total
+        ));
         rows.push(SweepRow {
             length,
             speedup: a.timings_ms.total / b.timings_ms.total,
@@ -578,13 +607,19 @@ async fn encode_ahead(
         median(&runs.iter().flat_map(times).copied().collect::<Vec<_>>())
     };
     let first = &ahead[0];
+    let (decode_ms, decode_ms_on_demand) =
+        (step(&ahead, |j| &j.timings_ms.decode), step(&on_demand, |j| &j.timings_ms.decode));
+    progress(&format!(
+        "a decode step {decode_ms:.2} ms encoded ahead ({} of {} steps), {decode_ms_on_demand:.2} ms encoded when asked for",
+        first.decode_steps_encoded_ahead, first.decode_steps
+    ));
     Ok(EncodeAhead {
         prompt_tokens: first.prompt_tokens,
         decode_steps: first.decode_steps,
         steps_encoded_ahead: first.decode_steps_encoded_ahead,
         runs: ahead.len(),
-        decode_ms: step(&ahead, |j| &j.timings_ms.decode),
-        decode_ms_on_demand: step(&on_demand, |j| &j.timings_ms.decode),
+        decode_ms,
+        decode_ms_on_demand,
         encode_ms: step(&ahead, |j| &j.encode_timings_ms.decode),
         encode_ms_on_demand: step(&on_demand, |j| &j.encode_timings_ms.decode),
     })
@@ -603,24 +638,34 @@ async fn batches(
         let reqs = questions(&doc, n);
         for sharing in [PrefixSharing::Off, PrefixSharing::Shared] {
             let shared = sharing == PrefixSharing::Shared;
-            progress(&format!("batch of {n} judgments{}", if shared { ", shared prefix" } else { "" }));
+            let what = format!("batch of {n} judgments{}", if shared { ", shared prefix" } else { "" });
+            progress(&what);
             match median_batch(engine, &reqs, sharing, options.repeats).await {
-                Ok(record) => batch.push(BatchPoint {
-                    judgments: n,
-                    shared_prefix: shared,
-                    prefill_tokens: record.batch_prefill_tokens + record.shared_prefix_tokens,
-                    longest_prompt_tokens: record.longest_prompt_tokens,
-                    total_ms: record.timings_ms.total,
-                    judgments_per_s: record.judgments_per_s,
-                }),
+                Ok(record) => {
+                    progress(&format!(
+                        "{what}: {:.1} ms, {:.1} judgments/s",
+                        record.timings_ms.total, record.judgments_per_s
+                    ));
+                    batch.push(BatchPoint {
+                        judgments: n,
+                        shared_prefix: shared,
+                        prefill_tokens: record.batch_prefill_tokens + record.shared_prefix_tokens,
+                        longest_prompt_tokens: record.longest_prompt_tokens,
+                        total_ms: record.timings_ms.total,
+                        judgments_per_s: record.judgments_per_s,
+                    })
+                }
                 // A cancel or a lost device ends the bench; any other failure is this size's.
                 Err(e @ (Error::Cancelled | Error::DeviceLost(_))) => return Err(e),
-                Err(e) => skipped.push(BatchSkip {
-                    judgments: n,
-                    shared_prefix: shared,
-                    code: e.code(),
-                    reason: e.to_string(),
-                }),
+                Err(e) => {
+                    progress(&format!("{what}: skipped ({e})"));
+                    skipped.push(BatchSkip {
+                        judgments: n,
+                        shared_prefix: shared,
+                        code: e.code(),
+                        reason: e.to_string(),
+                    })
+                }
             }
         }
     }
