@@ -541,16 +541,16 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
         fit_points.push((bf.prompt_tokens as f64, bf.timings_ms.prefill));
         fit_points.push((a.prompt_tokens as f64, a.timings_ms.prefill));
         requests.push(req);
+        let speedup = a.timings_ms.total / b.timings_ms.total;
         progress(&format!(
-            "prompt of {length} tokens: A {}, B {:.1} ms, B full head {:.1} ms: A/B {:.2}",
+            "prompt of {length} tokens: A {}, B {:.1} ms, B full head {:.1} ms: A/B {speedup:.2}",
             a_figures(&a),
             b.timings_ms.total,
-            bf.timings_ms.total,
-            a.timings_ms.total / b.timings_ms.total
+            bf.timings_ms.total
         ));
         rows.push(SweepRow {
             length,
-            speedup: a.timings_ms.total / b.timings_ms.total,
+            speedup,
             speedup_full_head: a.timings_ms.total / bf.timings_ms.total,
             a: point(&a),
             b: point(&b),
@@ -658,13 +658,9 @@ async fn batches(
                 // A cancel or a lost device ends the bench; any other failure is this size's.
                 Err(e @ (Error::Cancelled | Error::DeviceLost(_))) => return Err(e),
                 Err(e) => {
-                    progress(&format!("{what}: skipped ({e})"));
-                    skipped.push(BatchSkip {
-                        judgments: n,
-                        shared_prefix: shared,
-                        code: e.code(),
-                        reason: e.to_string(),
-                    })
+                    let reason = e.to_string();
+                    progress(&format!("{what}: skipped ({reason})"));
+                    skipped.push(BatchSkip { judgments: n, shared_prefix: shared, code: e.code(), reason })
                 }
             }
         }
