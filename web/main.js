@@ -381,21 +381,10 @@ function runsPerPoint(text) {
 async function bench(options) {
   return guarded(async () => {
     if (!modelInfo) throw new Error(t().noModel);
-    // Each step's line, then its figures: one line high while it runs (the whole line in its
-    // title), so that the page below it does not jump as lines of figures come and go.
-    const status = $('bench-status');
-    status.classList.add('running');
-    let report;
-    try {
-      report = await client.call('bench', { options }, (p) => {
-        status.textContent = `${t().benchRunning} ${p.line}`;
-        status.title = p.line;
-      });
-    } finally {
-      status.classList.remove('running');
-      status.title = '';
-    }
-    status.textContent = '';
+    const report = await client.call('bench', { options }, (p) => {
+      $('bench-status').textContent = `${t().benchRunning} ${p.line}`;
+    });
+    $('bench-status').textContent = '';
     lastReport = report;
     renderBench();
     return report;

@@ -345,19 +345,7 @@ test('Cancel stops a run at its next forward pass, keeps every input, and the ne
   await page.fill('#question', 'My own question?');
   const running = page.evaluate(() => window.onetoken.bench({ lengths: [16, 64, 128, 256, 512], batch_sizes: [1, 8], repeats: 3 })
     .then(() => 'finished', (e) => e.code));
-  // A length's figures, on one line however long (the whole line in its title): read in the
-  // same turn as they show, since the next step's line soon replaces them.
-  const figures = await page.waitForFunction(() => {
-    const el = document.getElementById('bench-status');
-    if (!/A\/B \d/.test(el.textContent)) return null;
-    const style = getComputedStyle(el);
-    const line = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
-    return { text: el.textContent, title: el.title, height: el.getBoundingClientRect().height, line };
-  }, null, { timeout: 120_000 });
-  const shown = await figures.jsonValue();
-  assert.match(shown.title, /^prompt of \d+ tokens: A [\d.]+ ms \(prefill [\d.]+ ms \+ \d+ steps of [\d.]+ ms.*: A\/B [\d.]+$/);
-  assert.equal(shown.text, `Measuring… ${shown.title}`);
-  assert.ok(shown.height < 1.5 * shown.line, `one line high: ${JSON.stringify(shown)}`);
+  await page.waitForFunction(() => /Measuring/.test(document.getElementById('bench-status').textContent));
   assert.equal(await page.isVisible('#cancel'), true);
   await page.click('#cancel');
   assert.equal(await running, 'cancelled');
