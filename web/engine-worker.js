@@ -149,7 +149,7 @@ const COMMANDS = {
   },
 
   async bench({ options = {} }, progress) {
-    return JSON.parse(await need(engine).bench(JSON.stringify(options), (line) => progress({ line })));
+    return JSON.parse(await need(engine).bench(JSON.stringify(options), (json) => progress({ step: JSON.parse(json) })));
   },
 
   async probe({ tokens = 32 }) {

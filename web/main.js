@@ -1,6 +1,7 @@
 // The page: inputs, the engine worker, charts, Korean/English, embed mode, and the scripting
 // API `window.onetoken` ({ready, judge, bench, load, batch, logits}) that the wiki and the
 // browser tests use. Nothing here computes: the worker runs the engine.
+import { BenchStatus } from './bench-progress.js';
 import { showBench } from './bench-view.js';
 import { RunStatus, duration, estimateMs } from './running.js';
 import { listFolders, modelLine, parseModel, refreshCaches, selectedSource, showModelInputs, showProgress } from './model-view.js';
@@ -37,6 +38,7 @@ let shownError = null; // {error, remake} in the error box (see showError)
 let gpuInfo = null;
 let lastBatch = null;
 const runStatus = new RunStatus($('run-status'), t, fill, $('run-announce'));
+const benchStatus = new BenchStatus($('bench-status'), $('bench-measured'), t, fill);
 
 // ---- Language -------------------------------------------------------------------------
 function applyLanguage() {
@@ -53,6 +55,7 @@ function applyLanguage() {
   renderChoices();
   renderResults();
   renderBench();
+  benchStatus.show();
   if (started && !loadingModel) showModelLine();
   if (batchRunning) $('batch-status').textContent = t().busy;
   else renderBatch();
@@ -381,10 +384,12 @@ function runsPerPoint(text) {
 async function bench(options) {
   return guarded(async () => {
     if (!modelInfo) throw new Error(t().noModel);
-    const report = await client.call('bench', { options }, (p) => {
-      $('bench-status').textContent = `${t().benchRunning} ${p.line}`;
-    });
-    $('bench-status').textContent = '';
+    let report;
+    try {
+      report = await client.call('bench', { options }, (p) => benchStatus.progress(p.step));
+    } finally {
+      benchStatus.end();
+    }
     lastReport = report;
     renderBench();
     return report;

@@ -90,13 +90,13 @@ pub fn runs_for(first_ms: f64) -> usize {
 /// Profiles a prefill of each length and the decode step after it, in KV slot 0 (which it
 /// resets): each phase run several times ([`runs_for`]), unprofiled and profiled, from the
 /// same state (a prefill from an empty slot, a step from the slot holding the prompt), and the
-/// times averaged. The model's KV capacity must hold the longest length plus one. `progress`
-/// hears each length's two phases as they are measured.
+/// times averaged. The model's KV capacity must hold the longest length plus one. `measured`
+/// hears each length's two phases (prefill, decode step) as they are measured.
 pub async fn profile(
     model: &mut Model,
     lengths: &[usize],
     micro: &Micro,
-    progress: &mut dyn FnMut(&str),
+    measured: &mut dyn FnMut(&Phase, &Phase),
 ) -> Result<Profile> {
     let timing = model.dispatch_timing()?;
     let mut phases = Vec::new();
@@ -123,11 +123,7 @@ pub async fn profile(
             phase("prefill", length, 0, plain_prefill, profiled_prefill, micro),
             phase("decode", 1, length, plain_step, profiled_step, micro),
         );
-        progress(&format!(
-            "profile at {length} tokens: prefill {}; a decode step {}",
-            prefill.summary(),
-            step.summary()
-        ));
+        measured(&prefill, &step);
         phases.extend([prefill, step]);
     }
     model.forget(0)?;
@@ -218,19 +214,6 @@ fn phase(name: &'static str, tokens: usize, context: usize, plain: Runs, profile
         dispatch_count: dispatches.len(),
         kernels: totals(&dispatches, micro),
         dispatches,
-    }
-}
-
-impl Phase {
-    /// The phase in a few words: its GPU time, its dispatches and what they add up to, and the
-    /// kernel that took the most.
-    fn summary(&self) -> String {
-        let top =
-            self.kernels.first().map_or(String::new(), |k| format!(", most in {} ({:.2} ms)", k.kernel, k.gpu_ms));
-        format!(
-            "{:.2} ms on the GPU in {} dispatches (their sum {:.2} ms{top})",
-            self.gpu_ms, self.dispatch_count, self.kernels_ms
-        )
     }
 }
 

@@ -368,14 +368,15 @@ impl WebEngine {
     }
 
     /// Runs the benchmark ([`BenchOptions`] as JSON, every field optional: `lengths`,
-    /// `batch_sizes`, `repeats`, `doc_tokens`, `profile`); `progress` is called with a line per
-    /// step. Resolves to the report JSON (with `profile`, per-kernel GPU times: see
+    /// `batch_sizes`, `repeats`, `doc_tokens`, `profile`); `progress` is called with each step as
+    /// it starts and its figures as it ends, as JSON ([`bench::BenchProgress`]: the page words
+    /// them). Resolves to the report JSON (with `profile`, per-kernel GPU times: see
     /// [`crate::profile`]).
     pub async fn bench(&self, options_json: String, progress: js_sys::Function) -> Result<String, JsValue> {
         let options: BenchOptions =
             serde_json::from_str(&options_json).map_err(|e| js_error(&format!("bench options: {e}"), "input"))?;
-        let mut report = |line: &str| {
-            let _ = progress.call1(&JsValue::NULL, &JsValue::from_str(line));
+        let mut report = |step: &bench::BenchProgress| {
+            let _ = progress.call1(&JsValue::NULL, &JsValue::from_str(&json(step)));
         };
         let result = self.with(async |e| bench::run(e, &options, &mut report).await).await?;
         Ok(json(&result))

@@ -324,17 +324,18 @@ fn a_probe_times_a_prefill_and_a_decode_step_and_leaves_the_slot_empty() {
 /// sweep: it is not taken for a batch size this device cannot run, which the bench skips.
 #[test]
 fn a_cancel_during_the_bench_batches_stops_the_bench() {
-    use onetoken::bench::{BenchOptions, run};
+    use onetoken::bench::{BenchOptions, BenchProgress, run};
     let mut e = engine(2);
     let options = BenchOptions { lengths: vec![12], batch_sizes: vec![1, 2], repeats: 1, ..Default::default() };
     let flag = e.model().cancel_flag();
     let raise = flag.clone();
     let mut lines = Vec::new();
-    let err = block(run(&mut e, &options, &mut |line: &str| {
+    let err = block(run(&mut e, &options, &mut |step: &BenchProgress| {
+        let line = step.to_string();
         if line.starts_with("batch of 1 judgments") {
             raise.set(true);
         }
-        lines.push(line.to_string());
+        lines.push(line);
     }))
     .unwrap_err();
     assert_eq!(err.code(), "cancelled", "{err}");
@@ -343,7 +344,7 @@ fn a_cancel_during_the_bench_batches_stops_the_bench() {
     // judgments without a shared prefix are over 65,535 tokens), which it skips with the reason.
     flag.set(false);
     let options = BenchOptions { batch_sizes: vec![1, 700], ..options };
-    let report = block(run(&mut e, &options, &mut |_: &str| {})).unwrap();
+    let report = block(run(&mut e, &options, &mut |_: &BenchProgress| {})).unwrap();
     let ran: Vec<_> = report.batch.iter().map(|b| (b.judgments, b.shared_prefix)).collect();
     assert_eq!(ran, [(1, false), (1, true), (700, true)]);
     let [skip] = &report.batch_skipped[..] else { panic!("{:?}", report.batch_skipped) };

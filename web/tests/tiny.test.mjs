@@ -155,10 +155,45 @@ test('a short benchmark fills the sweep, batch and roofline charts', async () =>
 
 let profiled; // the profiled bench's report, charted again below on other probe figures
 
+/**
+ * Runs `bench` and records what the bench's two status lines show at each change, as
+ * [step line, figures line] pairs (a MutationObserver sees every message the page renders).
+ */
+async function benchLines(bench) {
+  await page.evaluate(() => {
+    const els = ['bench-status', 'bench-measured'].map((id) => document.getElementById(id));
+    const seen = (window.benchSeen = []);
+    window.benchObserver = new MutationObserver(() => seen.push(els.map((el) => el.textContent)));
+    for (const el of els) window.benchObserver.observe(el, { childList: true, characterData: true, subtree: true });
+  });
+  try {
+    return { report: await page.evaluate(bench), seen: await page.evaluate(() => window.benchSeen) };
+  } finally {
+    await page.evaluate(() => window.benchObserver.disconnect());
+  }
+}
+
 test('bench with profile: true times every dispatch of a prefill and a decode step', async () => {
-  const report = await page.evaluate(() =>
+  // In Korean, the bench's progress: each step, and below it the last step's figures.
+  await page.click('#lang-ko');
+  const { report, seen } = await benchLines(() =>
     window.onetoken.bench({ lengths: [20], batch_sizes: [1], repeats: 1, profile: true }));
+  await page.click('#lang-en');
   profiled = report;
+  const figures = seen.map(([, f]) => f);
+  const [row, [prefill], [batch]] = [report.sweep[0], report.profile.phases, report.batch];
+  for (const [start, end] of [
+    [`마이크로벤치마크: 복사 ${report.micro.copy_gbps.toFixed(1)} GB/s, 읽기 ${report.micro.read_gbps.toFixed(1)} GB/s`, ' µs'],
+    [`프롬프트 20토큰: A ${row.a.total_ms.toFixed(1)} ms (프리필 ${row.a.prefill_ms.toFixed(1)} ms + 디코드 `, `: A/B ${row.speedup.toFixed(2)}`],
+    [`판정 1개 배치: ${batch.total_ms.toFixed(1)} ms, 초당 판정 ${batch.judgments_per_s.toFixed(1)}개`, '개'],
+    [`프로파일 20토큰: 프리필 GPU에서 ${prefill.gpu_ms.toFixed(2)} ms, 디스패치 ${prefill.dispatch_count}개`, ' ms)'],
+  ]) {
+    assert.ok(figures.some((f) => f.startsWith(start) && f.endsWith(end)), `${start}…${end} in:\n${figures.join('\n')}`);
+  }
+  // A step's figures stay on the page while the next step runs.
+  assert.ok(seen.some(([step, f]) => step === '측정 중… 판정 1개 배치, 공유 접두사' && f.startsWith('판정 1개 배치: ')), seen.join('\n'));
+  for (const text of seen.flat()) assert.doesNotMatch(text, /undefined|NaN|\{|prompt of|batch of|profile/, text);
+  assert.deepEqual(seen.at(-1), ['', ''], 'both lines are cleared at the end');
   // One prompt length fits no cost model, and the page says so.
   assert.equal(report.cost_model, null);
   // Decode's roofs: copy and read bandwidth; its fraction names the higher, the one it is of.

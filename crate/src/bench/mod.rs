@@ -6,10 +6,12 @@
 use serde::{Deserialize, Serialize};
 
 mod micro;
+mod progress;
 mod read_probe;
 mod workload;
 
 pub use micro::microbenchmarks;
+pub use progress::{BenchProgress, Measured, PhaseFigures, Starting, StepsFigures};
 pub use workload::{document, questions, request_of_length};
 
 use crate::config::Qwen2Config;
@@ -397,23 +399,6 @@ fn point(j: &Judgment) -> Point {
     }
 }
 
-/// A's figures at one length as a progress line gives them: its total, prefill and median
-/// decode step, then the GPU's prefill and step where it has them.
-fn a_figures(a: &Judgment) -> String {
-    let t = &a.timings_ms;
-    let mut text = format!(
-        "{:.1} ms (prefill {:.1} ms + {} steps of {:.2} ms",
-        t.total,
-        t.prefill,
-        t.decode.len(),
-        median(&t.decode)
-    );
-    if let Some(g) = &a.gpu_timings_ms {
-        text += &format!("; GPU {:.1} ms + {:.2} ms", g.prefill, median(&g.decode));
-    }
-    text + ")"
-}
-
 /// Runs `strategy` `repeats` times and returns the run with the median total.
 async fn median_run(engine: &mut Engine, req: &JudgeRequest, strategy: Strategy, repeats: usize) -> Result<Judgment> {
     let mut runs = Vec::new();
@@ -445,10 +430,14 @@ async fn median_batch(
     Ok(runs.swap_remove(median_index(runs.len())))
 }
 
-/// The whole benchmark, on an engine it sizes for `options` first. `progress` hears a line
-/// as each step starts and one with its figures as it ends (the page shows them; a run cut
-/// short, by a timeout say, has said what it measured so far).
-pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
+/// The whole benchmark, on an engine it sizes for `options` first. `progress` hears each step
+/// as it starts and its figures as it ends (the page shows them; a run cut short, by a timeout
+/// say, has said what it measured so far).
+pub async fn run(
+    engine: &mut Engine,
+    options: &BenchOptions,
+    progress: &mut dyn FnMut(&BenchProgress),
+) -> Result<BenchReport> {
     let gpu = engine.model().gpu().clone();
     let config = engine.model().config().clone();
     // Checked before minutes of measuring, not after.
@@ -457,7 +446,7 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
         engine.model().dispatch_timing()?;
     }
     engine.model_mut().grow_to(options.model_options(&config, &gpu))?;
-    progress("microbenchmarks: copy and read bandwidth, FMA throughput");
+    progress(&BenchProgress::Starting(Starting::Micro));
     // Attention over the longest prompt, but on CPU-like devices at most 128 tokens: there the
     // per-head kernel (a GPU's) would take minutes over 1,024.
     let longest = options.lengths.iter().copied().max().unwrap_or(64).max(1);
@@ -466,10 +455,12 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     let qkv_row = 4 * (config.hidden_size + 2 * config.kv_dim()) as u64;
     let attention_tokens = attention_tokens.min((gpu.max_binding() / qkv_row) as usize);
     let micro = microbenchmarks(&gpu, &config, attention_tokens).await?;
-    progress(&format!(
-        "microbenchmarks: copy {:.1} GB/s, read {:.1} GB/s, FMA {:.1} GFLOP/s, a dependent dispatch {:.1} us",
-        micro.copy_gbps, micro.read_gbps, micro.fma_gflops, micro.dispatch_us
-    ));
+    progress(&BenchProgress::Measured(Measured::Micro {
+        copy_gbps: micro.copy_gbps,
+        read_gbps: micro.read_gbps,
+        fma_gflops: micro.fma_gflops,
+        dispatch_us: micro.dispatch_us,
+    }));
     let warm = request_of_length(engine, 32)?;
     engine.judge(&warm, Strategy::TokenByToken, 0).await?;
     let sweep = sweep(engine, options, progress).await?;
@@ -479,8 +470,15 @@ pub async fn run(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn
     };
     let (batch, batch_skipped) = batches(engine, options, progress).await?;
     let profile = if options.profile {
-        progress("profile: one prefill and one decode step per length, kernel by kernel");
-        Some(crate::profile::profile(engine.model_mut(), &options.lengths, &micro, progress).await?)
+        progress(&BenchProgress::Starting(Starting::Profile));
+        let mut measured = |prefill: &crate::profile::Phase, decode: &crate::profile::Phase| {
+            progress(&BenchProgress::Measured(Measured::Profile {
+                tokens: prefill.tokens,
+                prefill: PhaseFigures::of(prefill),
+                decode: PhaseFigures::of(decode),
+            }))
+        };
+        Some(crate::profile::profile(engine.model_mut(), &options.lengths, &micro, &mut measured).await?)
     } else {
         None
     };
@@ -521,7 +519,7 @@ struct Sweep {
 
 /// A, B and B with the full head at each length; the cost model fitted to their prefills and
 /// A's decode steps, and its predictions at each length.
-async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Sweep> {
+async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn FnMut(&BenchProgress)) -> Result<Sweep> {
     let mut rows = Vec::new();
     let mut decode_steps_ms = Vec::new();
     let mut fit_points = Vec::new();
@@ -533,7 +531,7 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
             merged.push(length);
             continue;
         }
-        progress(&format!("prompt of {length} tokens: A, B, B full head"));
+        progress(&BenchProgress::Starting(Starting::Length { tokens: length }));
         let a = median_run(engine, &req, Strategy::TokenByToken, options.repeats).await?;
         let b = median_run(engine, &req, Strategy::PrefillOneToken, options.repeats).await?;
         let bf = median_run(engine, &req, Strategy::PrefillOneTokenFullHead, options.repeats).await?;
@@ -542,12 +540,13 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
         fit_points.push((a.prompt_tokens as f64, a.timings_ms.prefill));
         requests.push(req);
         let speedup = a.timings_ms.total / b.timings_ms.total;
-        progress(&format!(
-            "prompt of {length} tokens: A {}, B {:.1} ms, B full head {:.1} ms: A/B {speedup:.2}",
-            a_figures(&a),
-            b.timings_ms.total,
-            bf.timings_ms.total
-        ));
+        progress(&BenchProgress::Measured(Measured::Length {
+            tokens: length,
+            a: StepsFigures::of(&a),
+            b_ms: b.timings_ms.total,
+            b_full_head_ms: bf.timings_ms.total,
+            speedup,
+        }));
         rows.push(SweepRow {
             length,
             speedup,
@@ -586,9 +585,9 @@ async fn encode_ahead(
     engine: &mut Engine,
     length: usize,
     repeats: usize,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&BenchProgress),
 ) -> Result<EncodeAhead> {
-    progress(&format!("prompt of {length} tokens: A, its steps encoded ahead and when asked for, in turn"));
+    progress(&BenchProgress::Starting(Starting::EncodeAhead { tokens: length }));
     let req = request_of_length(engine, length)?;
     let (mut ahead, mut on_demand) = (Vec::new(), Vec::new());
     for _ in 0..repeats.max(1) {
@@ -609,10 +608,12 @@ async fn encode_ahead(
     let first = &ahead[0];
     let (decode_ms, decode_ms_on_demand) =
         (step(&ahead, |j| &j.timings_ms.decode), step(&on_demand, |j| &j.timings_ms.decode));
-    progress(&format!(
-        "a decode step {decode_ms:.2} ms encoded ahead ({} of {} steps), {decode_ms_on_demand:.2} ms encoded when asked for",
-        first.decode_steps_encoded_ahead, first.decode_steps
-    ));
+    progress(&BenchProgress::Measured(Measured::EncodeAhead {
+        step_ms: decode_ms,
+        steps_ahead: first.decode_steps_encoded_ahead,
+        steps: first.decode_steps,
+        step_ms_on_demand: decode_ms_on_demand,
+    }));
     Ok(EncodeAhead {
         prompt_tokens: first.prompt_tokens,
         decode_steps: first.decode_steps,
@@ -630,7 +631,7 @@ async fn encode_ahead(
 async fn batches(
     engine: &mut Engine,
     options: &BenchOptions,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&BenchProgress),
 ) -> Result<(Vec<BatchPoint>, Vec<BatchSkip>)> {
     let (mut batch, mut skipped) = (Vec::new(), Vec::new());
     let doc = document(engine.tokenizer(), options.doc_tokens)?;
@@ -638,14 +639,15 @@ async fn batches(
         let reqs = questions(&doc, n);
         for sharing in [PrefixSharing::Off, PrefixSharing::Shared] {
             let shared = sharing == PrefixSharing::Shared;
-            let what = format!("batch of {n} judgments{}", if shared { ", shared prefix" } else { "" });
-            progress(&what);
+            progress(&BenchProgress::Starting(Starting::Batch { judgments: n, shared_prefix: shared }));
             match median_batch(engine, &reqs, sharing, options.repeats).await {
                 Ok(record) => {
-                    progress(&format!(
-                        "{what}: {:.1} ms, {:.1} judgments/s",
-                        record.timings_ms.total, record.judgments_per_s
-                    ));
+                    progress(&BenchProgress::Measured(Measured::Batch {
+                        judgments: n,
+                        shared_prefix: shared,
+                        total_ms: record.timings_ms.total,
+                        judgments_per_s: record.judgments_per_s,
+                    }));
                     batch.push(BatchPoint {
                         judgments: n,
                         shared_prefix: shared,
@@ -658,9 +660,14 @@ async fn batches(
                 // A cancel or a lost device ends the bench; any other failure is this size's.
                 Err(e @ (Error::Cancelled | Error::DeviceLost(_))) => return Err(e),
                 Err(e) => {
-                    let reason = e.to_string();
-                    progress(&format!("{what}: skipped ({reason})"));
-                    skipped.push(BatchSkip { judgments: n, shared_prefix: shared, code: e.code(), reason })
+                    let (code, reason) = (e.code(), e.to_string());
+                    progress(&BenchProgress::Measured(Measured::BatchSkipped {
+                        judgments: n,
+                        shared_prefix: shared,
+                        code,
+                        reason: reason.clone(),
+                    }));
+                    skipped.push(BatchSkip { judgments: n, shared_prefix: shared, code, reason })
                 }
             }
         }
