@@ -1,5 +1,18 @@
-// A quantized block's quants as the CPU-like linear kernels read them (linear_direct.wgsl,
-// linear_blocks.wgsl); after packed.wgsl (DTYPE) and linear_w.wgsl or linear_w_texture.wgsl (w).
+// What the CPU-like linear kernels (linear_direct.wgsl, linear_blocks.wgsl) share: eight
+// products with four weight rows at once, and a quantized block's quants as they read them;
+// after packed.wgsl (DTYPE) and linear_w.wgsl or linear_w_texture.wgsl (w).
+
+// Token row values lo (4) and hi (the next 4) times 8 values of each of four weight rows.
+fn four_rows(lo: vec4<f32>, hi: vec4<f32>, w0: array<vec4<f32>, 2>, w1: array<vec4<f32>, 2>,
+    w2: array<vec4<f32>, 2>, w3: array<vec4<f32>, 2>) -> vec4<f32> {
+    return vec4<f32>(
+        dot(lo, w0[0]) + dot(hi, w0[1]),
+        dot(lo, w1[0]) + dot(hi, w1[1]),
+        dot(lo, w2[0]) + dot(hi, w2[1]),
+        dot(lo, w3[0]) + dot(hi, w3[1]),
+    );
+}
+
 // The quants of block b (32 values) of the row starting at word `base`, 16 bytes a load:
 // Q8_0's 8 words, or the 4 words of nibbles of the other formats (then `.y` is unused), and in
 // `high` the block's extra bits: Q5_0's word of fifth bits, Q6_K's two words of high 2 bits.

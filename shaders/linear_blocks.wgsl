@@ -72,17 +72,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) gr
     }
 }
 
-// Token row values lo (4) and hi (the next 4) times 8 values of each of four weight rows.
-fn four_rows(lo: vec4<f32>, hi: vec4<f32>, w0: array<vec4<f32>, 2>, w1: array<vec4<f32>, 2>,
-    w2: array<vec4<f32>, 2>, w3: array<vec4<f32>, 2>) -> vec4<f32> {
-    return vec4<f32>(
-        dot(lo, w0[0]) + dot(hi, w0[1]),
-        dot(lo, w1[0]) + dot(hi, w1[1]),
-        dot(lo, w2[0]) + dot(hi, w2[1]),
-        dot(lo, w3[0]) + dot(hi, w3[1]),
-    );
-}
-
 // Eight values of each weight row of a block.
 alias BlockWeights = array<array<vec4<f32>, 2>, MAX_BLOCK>;
 

@@ -44,17 +44,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// Token row values lo (4) and hi (the next 4) times 8 values of each of four weight rows.
-fn four_rows(lo: vec4<f32>, hi: vec4<f32>, w0: array<vec4<f32>, 2>, w1: array<vec4<f32>, 2>,
-    w2: array<vec4<f32>, 2>, w3: array<vec4<f32>, 2>) -> vec4<f32> {
-    return vec4<f32>(
-        dot(lo, w0[0]) + dot(hi, w0[1]),
-        dot(lo, w1[0]) + dot(hi, w1[1]),
-        dot(lo, w2[0]) + dot(hi, w2[1]),
-        dot(lo, w3[0]) + dot(hi, w3[1]),
-    );
-}
-
 // 16-bit rows with K a multiple of 8 (16-byte aligned rows): 8 values of each weight row and of
 // each token row per step, one load each.
 fn wide_dot(wrow: array<u32, 4>, xrow: array<u32, 4>) -> array<vec4<f32>, 4> {
