@@ -194,6 +194,8 @@ test('bench with profile: true times every dispatch of a prefill and a decode st
   assert.ok(seen.some(([step, f]) => step === '측정 중… 판정 1개 배치, 공유 접두사' && f.startsWith('판정 1개 배치: ')), seen.join('\n'));
   for (const text of seen.flat()) assert.doesNotMatch(text, /undefined|NaN|\{|prompt of|batch of|profile/, text);
   assert.deepEqual(seen.at(-1), ['', ''], 'both lines are cleared at the end');
+  // A screen reader hears each step and each step's figures as they change.
+  for (const id of ['bench-status', 'bench-measured']) assert.equal(await page.getAttribute(`#${id}`, 'aria-live'), 'polite', id);
   // One prompt length fits no cost model, and the page says so.
   assert.equal(report.cost_model, null);
   // Decode's roofs: copy and read bandwidth; its fraction names the higher, the one it is of.
