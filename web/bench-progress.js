@@ -3,6 +3,8 @@
 // step's figures arrive together with the next step's start, so on one line they would never
 // be seen). The engine sends each as numbers ({starting: {step, ...}} or {measured: {step, ...}}).
 
+import { errorDetail } from './error-text.js';
+
 const camel = (key) => key.replace(/_(\w)/g, (_, c) => c.toUpperCase());
 const fixed = (digits) => (x) => Number(x).toFixed(digits);
 const [one, two] = [fixed(1), fixed(2)];
@@ -24,8 +26,8 @@ function startingText(s, strings, fill) {
   return fill(strings.starting[camel(s.step)], { tokens: s.tokens });
 }
 
-/** A finished step's figures. */
-function measuredText(m, strings, fill) {
+/** A finished step's figures; `t`: all the page's strings (a skipped batch's reason is an error's). */
+function measuredText(m, strings, fill, t) {
   const say = strings.measured;
   switch (m.step) {
     case 'micro':
@@ -44,7 +46,7 @@ function measuredText(m, strings, fill) {
     case 'batch':
       return fill(say.batch, { batch: batchName(m, strings, fill), ms: one(m.total_ms), rate: one(m.judgments_per_s) });
     case 'batch_skipped':
-      return fill(say.batchSkipped, { batch: batchName(m, strings, fill), reason: m.reason });
+      return fill(say.batchSkipped, { batch: batchName(m, strings, fill), reason: errorDetail(m.reason, m.details, t) });
     case 'profile':
       return fill(say.profile, { tokens: m.tokens, prefill: phaseText(m.prefill, strings, fill), decode: phaseText(m.decode, strings, fill) });
     default:
@@ -52,9 +54,10 @@ function measuredText(m, strings, fill) {
   }
 }
 
-/** A progress report as text in the language of `strings` (the page's `benchProgress`). */
-export function benchProgressText(report, strings, fill) {
-  return report.starting ? startingText(report.starting, strings, fill) : measuredText(report.measured, strings, fill);
+/** A progress report as text in the language of `t` (all the page's strings: en.js or ko.js). */
+export function benchProgressText(report, t, fill) {
+  const strings = t.benchProgress;
+  return report.starting ? startingText(report.starting, strings, fill) : measuredText(report.measured, strings, fill, t);
 }
 
 /** The bench's two status lines; they follow the page's language (`show` after a switch). */
@@ -73,7 +76,7 @@ export class BenchStatus {
 
   show() {
     const t = this.t();
-    const text = (report) => (report ? benchProgressText(report, t.benchProgress, this.fill) : '');
+    const text = (report) => (report ? benchProgressText(report, t, this.fill) : '');
     if (this.starting) this.statusEl.textContent = `${t.benchRunning} ${text(this.starting)}`;
     this.measuredEl.textContent = text(this.measured);
   }

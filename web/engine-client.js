@@ -11,7 +11,7 @@ export class EngineClient {
       if (!call) return;
       if ('progress' in data) return call.onProgress?.(data.progress);
       this.pending.delete(data.id);
-      if ('error' in data) call.reject(Object.assign(new Error(data.error), { code: data.code }));
+      if ('error' in data) call.reject(Object.assign(new Error(data.error), { code: data.code, details: data.details }));
       else call.resolve(data.result);
     };
     this.worker.onerror = (e) => {

@@ -1,7 +1,8 @@
 // The engine runs here, off the page's main thread, so the UI never freezes. Messages in:
 // {id, cmd, args}; messages out: {id, progress} any number of times, then {id, result} or
-// {id, error, code}: `code` names the kind of error (the library's Error::code, or no_webgpu),
-// so callers never parse messages. Commands: init, load, judge, batch, bench, probe, logits,
+// {id, error, code, details}: `code` names the kind of error (the library's Error::code, or
+// no_webgpu), `details` (where there are any) its case and figures, so callers never parse
+// messages. Commands: init, load, judge, batch, bench, probe, logits,
 // tokenize, cancel, memory, caches, clearCaches, current.
 import init, { WebEngine, WebGpu, defaultPrefix } from './pkg/onetoken.js';
 import { clearModelCaches, listModelCaches, loadModel } from './models.js';
@@ -191,6 +192,6 @@ self.onmessage = async ({ data: { id, cmd, args = {} } }) => {
       gpu?.free();
       [engine, model, gpu, lost] = [null, null, null, e.message];
     }
-    post({ id, error: e?.message ?? String(e), code });
+    post({ id, error: e?.message ?? String(e), code, details: e?.details });
   }
 };

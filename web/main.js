@@ -10,6 +10,7 @@ import { FULL, workloadDocuments } from './workload.js';
 import { runWorkloadOnPage, showWorkloadPlan, workloadSize } from './workload-view.js';
 import * as charts from './charts.js';
 import { EngineClient } from './engine-client.js';
+import { errorText } from './error-text.js';
 import en from './i18n/en.js';
 import ko from './i18n/ko.js';
 import { PRESETS, userMessage } from './presets.js';
@@ -148,14 +149,14 @@ function currentRequest() {
 // ---- Status and errors ----------------------------------------------------------------
 /**
  * Shows `e` in the error box. The language switch shows it again in the new language: an
- * engine error's kind is re-worded; a message the page wrote is re-made by `remake`.
+ * engine error's kind is re-worded, and its detail too where it has `details`; a message the
+ * page wrote is re-made by `remake`.
  */
 function showError(e, remake = null) {
   shownError = { error: e, remake };
   const message = e?.message ?? String(e);
   const lost = e?.code === 'device_lost';
-  const kind = t().errorKinds[e?.code];
-  const text = e?.code === 'no_model' ? t().noModel : kind ? `${kind}: ${message}` : message;
+  const text = e?.code === 'no_model' ? t().noModel : errorText(e, t());
   $('error-text').textContent = noWebgpu(e) ? t().noWebgpu : lost ? `${t().deviceLost} (${message})` : text;
   $('reload').hidden = !lost;
   $('error').hidden = false;

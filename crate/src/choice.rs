@@ -8,7 +8,7 @@
 //! healing. Choices become a trie over these sequences; a pick takes the best allowed next
 //! token and continues while more than one choice is still possible.
 
-use crate::error::{Error, Result};
+use crate::error::{ChoiceProblem, Error, Result};
 use crate::tokenizer::Tokenizer;
 
 /// How a reply spells a choice where its prefix ends, and what closes it.
@@ -126,8 +126,13 @@ impl ChoiceSet {
         for (i, a) in sequences.iter().enumerate() {
             for (j, b) in sequences.iter().enumerate() {
                 if i != j && b.starts_with(a) {
-                    let what = if a == b { "tokenize identically" } else { "are a token prefix of each other" };
-                    return Err(Error::Input(format!("choices {:?} and {:?} {what}", choices[i], choices[j])));
+                    let (first, second) = (choices[i].clone(), choices[j].clone());
+                    let problem = if a == b {
+                        ChoiceProblem::SameTokens { first, second }
+                    } else {
+                        ChoiceProblem::TokenPrefix { first, second }
+                    };
+                    return Err(Error::Choices(problem));
                 }
             }
         }
@@ -193,22 +198,23 @@ pub const MAX_CHOICES: usize = 256;
 /// token, no two the same.
 pub fn check_choices(tok: &Tokenizer, choices: &[String]) -> Result<()> {
     match choices.len() {
-        0 => return Err(Error::Input("no choices: give at least two".into())),
-        1 => return Err(Error::Input(format!("only one choice ({:?}): give at least two", choices[0]))),
-        n if n > MAX_CHOICES => {
-            return Err(Error::Input(format!("{n} choices: give at most {MAX_CHOICES}")));
+        0 => return Err(Error::Choices(ChoiceProblem::NoChoices)),
+        1 => return Err(Error::Choices(ChoiceProblem::OneChoice { choice: choices[0].clone() })),
+        count if count > MAX_CHOICES => {
+            return Err(Error::Choices(ChoiceProblem::TooManyChoices { count, max: MAX_CHOICES }));
         }
         _ => {}
     }
     for (i, c) in choices.iter().enumerate() {
         if c.trim().is_empty() {
-            return Err(Error::Input(format!("choice {} is empty", i + 1)));
+            return Err(Error::Choices(ChoiceProblem::EmptyChoice { index: i + 1 }));
         }
         if tok.is_special(c.trim()) {
-            return Err(Error::Input(format!("choice {c:?} is a special token, not text")));
+            return Err(Error::Choices(ChoiceProblem::SpecialTokenChoice { choice: c.clone() }));
         }
         if let Some(j) = choices[..i].iter().position(|d| d == c) {
-            return Err(Error::Input(format!("choices {} and {} are the same ({c:?})", j + 1, i + 1)));
+            let problem = ChoiceProblem::SameChoices { first: j + 1, second: i + 1, choice: c.clone() };
+            return Err(Error::Choices(problem));
         }
     }
     Ok(())

@@ -1,6 +1,8 @@
 //! One error type for the whole library. Every variant says what was wrong and, where it helps,
 //! what was expected and what was found, so a user can fix their input without reading code.
 
+use serde::Serialize;
+use serde_json::json;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -35,8 +37,24 @@ pub enum Error {
     #[error("input: {0}")]
     Input(String),
 
+    /// The choices of a judgment cannot be judged (code `input`).
+    #[error("input: {0}")]
+    Choices(ChoiceProblem),
+
+    /// A request of a batch failed: the error, and which request (from 1).
+    #[error("request {request}: {error}")]
+    InRequest { request: usize, error: Box<Error> },
+
+    /// A batch's prompts together are more tokens than one pass runs on this device (its
+    /// kernels run a grid row per token; code `input`).
+    #[error(
+        "input: a batch of {tokens} tokens in one pass is more than this device runs \
+         (max_compute_workgroups_per_dimension {grid}): judge fewer at a time"
+    )]
+    BatchPassTooLarge { tokens: usize, grid: usize },
+
     #[error("prompt of {tokens} tokens does not fit: {limit}")]
-    ContextOverflow { tokens: usize, limit: String },
+    ContextOverflow { tokens: usize, limit: ContextLimit },
 
     #[error("GPU: {0}")]
     Gpu(String),
@@ -85,7 +103,8 @@ impl Error {
             Error::ModelFile { .. } | Error::TensorShape { .. } | Error::TensorDtype { .. } => "model_file",
             Error::MissingTensors(_) | Error::ExtraTensors(_) | Error::ModelOutput => "model_file",
             Error::Tokenizer(_) | Error::Template(_) => "tokenizer",
-            Error::Input(_) => "input",
+            Error::Input(_) | Error::Choices(_) | Error::BatchPassTooLarge { .. } => "input",
+            Error::InRequest { error, .. } => error.code(),
             Error::ContextOverflow { .. } => "context_overflow",
             Error::Gpu(_) => "gpu",
             Error::GpuMemory(_) => "gpu_memory",
@@ -97,7 +116,169 @@ impl Error {
         }
     }
 
+    /// What went wrong as data, for a page that words errors in its own language: a JSON
+    /// object whose `reason` names the case and whose other fields fill its sentence (the
+    /// message says the same in English). `None` where the message is all there is.
+    pub fn details(&self) -> Option<serde_json::Value> {
+        let value = match self {
+            Error::Choices(problem) => serde_json::to_value(problem).ok()?,
+            Error::ContextOverflow { tokens, limit: ContextLimit::Model { context } } => {
+                json!({ "reason": "model_context", "tokens": tokens, "limit": context })
+            }
+            Error::ContextOverflow { tokens, limit: ContextLimit::KvCache { capacity } } => {
+                json!({ "reason": "kv_cache_capacity", "tokens": tokens, "limit": capacity })
+            }
+            Error::BatchPassTooLarge { tokens, grid } => {
+                json!({ "reason": "batch_pass_too_large", "tokens": tokens, "limit": grid })
+            }
+            Error::GpuLimit { limit, needed, available } => {
+                json!({ "reason": "gpu_limit", "limit": limit, "needed": needed, "available": available })
+            }
+            Error::ModelOutput => json!({ "reason": "model_output" }),
+            Error::InRequest { request, error } => {
+                let mut details = error.details()?;
+                details.as_object_mut()?.insert("request".into(), (*request).into());
+                details
+            }
+            _ => return None,
+        };
+        Some(value)
+    }
+
     pub(crate) fn model_file(file: impl Into<String>, problem: impl Into<String>) -> Self {
         Error::ModelFile { file: file.into(), problem: problem.into() }
+    }
+}
+
+/// Why a list of choices cannot be judged. Choices are numbered from 1, as the page lists them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum ChoiceProblem {
+    NoChoices,
+    OneChoice {
+        choice: String,
+    },
+    TooManyChoices {
+        count: usize,
+        max: usize,
+    },
+    EmptyChoice {
+        index: usize,
+    },
+    SpecialTokenChoice {
+        choice: String,
+    },
+    SameChoices {
+        first: usize,
+        second: usize,
+        choice: String,
+    },
+    /// Two different texts that the tokenizer turns into the same tokens after the prompt.
+    SameTokens {
+        first: String,
+        second: String,
+    },
+    /// One choice's tokens begin the other's: the shorter could never be told apart.
+    TokenPrefix {
+        first: String,
+        second: String,
+    },
+}
+
+impl std::fmt::Display for ChoiceProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChoiceProblem::NoChoices => write!(f, "no choices: give at least two"),
+            ChoiceProblem::OneChoice { choice } => write!(f, "only one choice ({choice:?}): give at least two"),
+            ChoiceProblem::TooManyChoices { count, max } => write!(f, "{count} choices: give at most {max}"),
+            ChoiceProblem::EmptyChoice { index } => write!(f, "choice {index} is empty"),
+            ChoiceProblem::SpecialTokenChoice { choice } => write!(f, "choice {choice:?} is a special token, not text"),
+            ChoiceProblem::SameChoices { first, second, choice } => {
+                write!(f, "choices {first} and {second} are the same ({choice:?})")
+            }
+            ChoiceProblem::SameTokens { first, second } => {
+                write!(f, "choices {first:?} and {second:?} tokenize identically")
+            }
+            ChoiceProblem::TokenPrefix { first, second } => {
+                write!(f, "choices {first:?} and {second:?} are a token prefix of each other")
+            }
+        }
+    }
+}
+
+/// What bounds a prompt's length.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ContextLimit {
+    /// The model's context (`max_position_embeddings`).
+    Model { context: usize },
+    /// The KV cache the model was built with, per sequence.
+    KvCache { capacity: usize },
+}
+
+impl std::fmt::Display for ContextLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ContextLimit::Model { context } => write!(f, "the model's context is {context} tokens"),
+            ContextLimit::KvCache { capacity } => write!(f, "the KV cache holds {capacity} tokens per sequence"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One error of each case that has details, in the order of `web/tests/error-details.json`,
+    /// the file the page's wording of them is tested against.
+    fn one_of_each() -> Vec<Error> {
+        let choices = |problem| Error::Choices(problem);
+        vec![
+            choices(ChoiceProblem::NoChoices),
+            choices(ChoiceProblem::OneChoice { choice: "red".into() }),
+            choices(ChoiceProblem::TooManyChoices { count: 5000, max: 256 }),
+            choices(ChoiceProblem::EmptyChoice { index: 2 }),
+            choices(ChoiceProblem::SpecialTokenChoice { choice: "<|im_end|>".into() }),
+            choices(ChoiceProblem::SameChoices { first: 1, second: 3, choice: "blue".into() }),
+            choices(ChoiceProblem::SameTokens { first: "blue".into(), second: "blue ".into() }),
+            choices(ChoiceProblem::TokenPrefix { first: "blue".into(), second: "blue\"".into() }),
+            Error::ContextOverflow { tokens: 5012, limit: ContextLimit::Model { context: 4096 } },
+            Error::ContextOverflow { tokens: 300, limit: ContextLimit::KvCache { capacity: 256 } },
+            Error::BatchPassTooLarge { tokens: 78400, grid: 65535 },
+            Error::GpuLimit { limit: "max_storage_buffers_per_shader_stage", needed: 10, available: 8 },
+            Error::ModelOutput,
+            Error::InRequest {
+                request: 2,
+                error: Box::new(choices(ChoiceProblem::SameChoices { first: 1, second: 2, choice: "a".into() })),
+            },
+        ]
+    }
+
+    #[test]
+    fn details_are_the_data_the_page_words() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../web/tests/error-details.json");
+        let expected: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let errors = one_of_each();
+        assert_eq!(errors.len(), expected.len());
+        for (e, want) in errors.iter().zip(&expected) {
+            assert_eq!(e.code(), want["code"], "{e}");
+            assert_eq!(e.details().as_ref(), Some(&want["details"]), "{e}");
+        }
+    }
+
+    #[test]
+    fn messages_stay_english_sentences_and_others_have_no_details() {
+        let same = Error::Choices(ChoiceProblem::SameChoices { first: 1, second: 2, choice: "a".into() });
+        assert_eq!(same.to_string(), r#"input: choices 1 and 2 are the same ("a")"#);
+        let in_request = Error::InRequest { request: 2, error: Box::new(same) };
+        assert_eq!(in_request.to_string(), r#"request 2: input: choices 1 and 2 are the same ("a")"#);
+        let overflow = Error::ContextOverflow { tokens: 300, limit: ContextLimit::KvCache { capacity: 256 } };
+        assert_eq!(
+            overflow.to_string(),
+            "prompt of 300 tokens does not fit: the KV cache holds 256 tokens per sequence"
+        );
+        // A request's error without details (a template that fails) keeps its own code.
+        let template = Error::InRequest { request: 1, error: Box::new(Error::Template("syntax error".into())) };
+        assert_eq!((template.code(), template.details()), ("tokenizer", None));
+        assert_eq!(Error::Input("an empty batch".into()).details(), None);
     }
 }

@@ -1,6 +1,7 @@
 //! The browser edge: a thin wasm-bindgen API over the library, driven from a Web Worker.
 //! Logic stays in plain Rust; here errors become JS `Error`s once, each with a `code` property
-//! ([`crate::Error::code`]: `device_lost`, `no_adapter`, `input`...), and records cross as JSON
+//! ([`crate::Error::code`]: `device_lost`, `no_adapter`, `input`...) and, where the error has
+//! them, `details` ([`crate::Error::details`]), and records cross as JSON
 //! strings (the same JSON the CLI prints).
 
 use std::cell::{Cell, RefCell};
@@ -22,9 +23,17 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// A JS `Error` with the library error's message and `code`.
+/// A JS `Error` with the library error's message and `code`, and `details` where the error has
+/// them ([`crate::Error::details`]: the page words those in its own language).
 fn js(e: crate::Error) -> JsValue {
-    js_error(&e.to_string(), e.code())
+    let error = js_error(&e.to_string(), e.code());
+    if let Some(details) = e.details() {
+        // JSON the library just wrote always parses; setting a property on an Error cannot fail.
+        if let Ok(details) = js_sys::JSON::parse(&details.to_string()) {
+            let _ = js_sys::Reflect::set(&error, &JsValue::from_str("details"), &details);
+        }
+    }
+    error
 }
 
 /// A JS `Error` with `message` and a `code` property.

@@ -211,7 +211,11 @@ fn bad_requests_fail_before_any_work() {
     let batch = [request("a", &["x", "y"]), request(&past_context, &["x", "y"])];
     assert!(block(e.judge_batch(&batch, PrefixSharing::Off)).unwrap_err().to_string().contains("4096"));
     let bad_choice = [request("a", &["x", "y"]), request("b", &["x", "x"])];
-    assert!(block(e.judge_batch(&bad_choice, PrefixSharing::Off)).unwrap_err().to_string().contains("request 2"));
+    let err = block(e.judge_batch(&bad_choice, PrefixSharing::Off)).unwrap_err();
+    assert_eq!(err.to_string(), r#"request 2: input: choices 1 and 2 are the same ("x")"#);
+    // The same as data for the page, which words it in its own language.
+    let details = serde_json::json!({"reason": "same_choices", "first": 1, "second": 2, "choice": "x", "request": 2});
+    assert_eq!((err.code(), err.details()), ("input", Some(details)));
     let huge = vec![request("a", &["x", "y"]); onetoken::judge::MAX_BATCH + 1];
     let msg = block(e.judge_batch(&huge, PrefixSharing::Off)).unwrap_err().to_string();
     assert!(msg.contains("a batch of 4097 requests: give at most 4096 (split it)"), "{msg}");
@@ -350,6 +354,9 @@ fn a_cancel_during_the_bench_batches_stops_the_bench() {
     let [skip] = &report.batch_skipped[..] else { panic!("{:?}", report.batch_skipped) };
     assert_eq!((skip.judgments, skip.shared_prefix, skip.code), (700, false, "input"));
     assert!(skip.reason.contains("in one pass is more than this device runs"), "{}", skip.reason);
+    let details = skip.details.as_ref().expect("a skip past a limit has details");
+    assert_eq!(details["reason"], "batch_pass_too_large");
+    assert!(details["tokens"].as_u64() > details["limit"].as_u64(), "{details}");
 }
 
 /// Weights holding NaN give NaN logits, which would rank as any choice: the judgment fails,

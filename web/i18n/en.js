@@ -23,7 +23,8 @@ export default {
   loadPhases: { config: 'the config', tokenizer: 'the tokenizer', weights: 'the weights', 'unloaded to make room': 'the model in use unloaded to make room', 'download again': 'downloading again (the cached copy was damaged)' },
   batchLine: '{n} × 1 token · {time} · {rate} judgments/s · {tokens} prompt tokens',
   newChoice: 'New choice',
-  // The engine's messages are English: each error leads with its kind in the page's language.
+  // The engine's messages are English: each error leads with its kind in the page's language,
+  // and the cases with details (errorDetails) are worded in it too.
   errorKinds: {
     input: 'This request cannot be judged',
     context_overflow: 'Too long for the model',
@@ -38,6 +39,23 @@ export default {
     io: 'A file could not be read',
     worker_stopped: 'The engine stopped',
   },
+  // Error::details, by reason: the cases the page's own inputs can meet.
+  errorDetails: {
+    no_choices: 'there are no choices; give at least two',
+    one_choice: 'there is only one choice ("{choice}"); give at least two',
+    too_many_choices: '{count} choices are too many; give at most {max}',
+    empty_choice: 'choice {index} is empty',
+    special_token_choice: 'choice "{choice}" is a special token of the model, not text',
+    same_choices: 'choices {first} and {second} are the same ("{choice}")',
+    same_tokens: 'choices "{first}" and "{second}" become the same tokens after the prompt, so the model cannot tell them apart',
+    token_prefix: 'the tokens of choice "{first}" are how the tokens of "{second}" begin, so the model cannot tell them apart',
+    model_context: 'the prompt is {tokens} tokens and the model’s context holds {limit}; shorten the document',
+    kv_cache_capacity: 'the prompt is {tokens} tokens and the KV cache holds {limit} per sequence',
+    batch_pass_too_large: 'the batch is {tokens} tokens in one pass, and this device runs at most {limit}; judge fewer at a time',
+    gpu_limit: 'this model needs {limit} of at least {needed}, and this GPU allows {available}',
+    model_output: 'the model’s output is not a number (NaN or infinite logits): its weights hold NaN or infinite values, or values too large for 32-bit arithmetic',
+  },
+  errorInRequest: 'request {request}: ',
   loaded: 'Loaded',
   modelFacts: '{params}M parameters, {layers} layers, hidden size {hidden}; {quant} weights, {mb} MB read per decode step',
   notCached: '(Not kept for offline use: {files}; the next visit downloads them again.)',

@@ -23,7 +23,8 @@ export default {
   loadPhases: { config: '설정', tokenizer: '토크나이저', weights: '가중치', 'unloaded to make room': '자리를 만들려고 쓰던 모델을 내림', 'download again': '다시 내려받는 중 (저장된 사본이 손상됨)' },
   batchLine: '{n}개 × 토큰 1개 · {time} · 초당 {rate}개 판정 · 프롬프트 토큰 {tokens}개',
   newChoice: '새 선택지',
-  // The engine's messages are English: each error leads with its kind in the page's language.
+  // The engine's messages are English: each error leads with its kind in the page's language,
+  // and the cases with details (errorDetails) are worded in it too.
   errorKinds: {
     input: '이 요청은 판정할 수 없습니다',
     context_overflow: '모델이 다룰 수 있는 길이를 넘었습니다',
@@ -38,6 +39,22 @@ export default {
     io: '파일을 읽지 못했습니다',
     worker_stopped: '엔진이 멈췄습니다',
   },
+  errorDetails: {
+    no_choices: '선택지가 없습니다. 두 개 이상 주세요',
+    one_choice: '선택지가 하나("{choice}")뿐입니다. 두 개 이상 주세요',
+    too_many_choices: '선택지 {count}개는 너무 많습니다. {max}개까지 줄 수 있습니다',
+    empty_choice: '{index}번 선택지가 비어 있습니다',
+    special_token_choice: '선택지 "{choice}"은(는) 텍스트가 아니라 모델의 특수 토큰입니다',
+    same_choices: '{first}번과 {second}번 선택지가 같습니다("{choice}")',
+    same_tokens: '선택지 "{first}"와(과) "{second}"은(는) 프롬프트 뒤에서 같은 토큰이 되므로 모델이 둘을 구별할 수 없습니다',
+    token_prefix: '선택지 "{first}"의 토큰이 "{second}"의 토큰 앞부분과 같으므로 모델이 둘을 구별할 수 없습니다',
+    model_context: '프롬프트가 {tokens}토큰인데 모델의 컨텍스트는 {limit}토큰까지입니다. 문서를 줄여 주세요',
+    kv_cache_capacity: '프롬프트가 {tokens}토큰인데 KV 캐시는 시퀀스마다 {limit}토큰까지 담습니다',
+    batch_pass_too_large: '배치가 한 번의 패스에 {tokens}토큰인데 이 기기는 {limit}토큰까지 돌립니다. 한 번에 더 적게 판정해 주세요',
+    gpu_limit: '이 모델에는 {limit}이(가) {needed} 이상 필요한데 이 GPU는 {available}까지 허용합니다',
+    model_output: '모델의 출력이 숫자가 아닙니다(NaN 또는 무한대 로짓). 가중치에 NaN이나 무한대 값, 또는 32비트 연산에는 너무 큰 값이 들어 있습니다',
+  },
+  errorInRequest: '{request}번 요청: ',
   loaded: '불러옴',
   modelFacts: '매개변수 {params}M개, 층 {layers}개, 은닉 크기 {hidden}; {quant} 가중치, 디코드 한 스텝에 {mb} MB를 읽음',
   notCached: '(오프라인용으로 저장하지 못함: {files}. 다음 방문 때 다시 내려받습니다.)',

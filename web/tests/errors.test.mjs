@@ -116,19 +116,24 @@ test('each broken model folder of the bad-input table is named in its error, inp
 
 test('a document past the context says how many tokens and the limit, and the next run works', async () => {
   await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' }));
-  const message = await page.evaluate(() => window.onetoken.judge({ user: 'blue '.repeat(5000), choices: ['a', 'b'] })
-    .then(() => 'no error', (e) => `${e.code}: ${e.message}`));
+  const { message, details } = await page.evaluate(() => window.onetoken.judge({ user: 'blue '.repeat(5000), choices: ['a', 'b'] })
+    .then(() => ({ message: 'no error' }), (e) => ({ message: `${e.code}: ${e.message}`, details: e.details })));
   assert.match(message, /^context_overflow: prompt of \d+ tokens does not fit: the model's context is 4096 tokens$/);
+  // The same as data, which the page words in its own language.
+  assert.deepEqual(details, { reason: 'model_context', tokens: Number(message.match(/of (\d+) tokens/)[1]), limit: 4096 });
   const r = await page.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
   assert.equal(r.decode_steps, 0);
-  // On the Korean page the engine's English detail follows the kind of error in Korean.
+  // On the Korean page the whole error is in Korean, and a language switch re-words it.
   const typed = await page.inputValue('#document');
   await page.evaluate(() => window.onetoken.setLanguage('ko'));
   await page.fill('#document', 'blue '.repeat(5000));
   await page.click('button.run[data-strategy=b]');
   await page.waitForFunction(() => !document.getElementById('error').hidden);
-  assert.match(await page.textContent('#error-text'), /^모델이 다룰 수 있는 길이를 넘었습니다: prompt of \d+ tokens does not fit/);
+  const korean = await page.textContent('#error-text');
+  assert.match(korean, /^모델이 다룰 수 있는 길이를 넘었습니다: 프롬프트가 \d+토큰인데 모델의 컨텍스트는 4096토큰까지입니다\. 문서를 줄여 주세요$/);
   await page.evaluate(() => window.onetoken.setLanguage('en'));
+  assert.equal(await page.textContent('#error-text'),
+    `Too long for the model: the prompt is ${korean.match(/(\d+)토큰인데/)[1]} tokens and the model’s context holds 4096; shorten the document`);
   await page.fill('#document', typed);
 });
 
@@ -261,8 +266,14 @@ test('bad choices are refused with a specific message', async () => {
   assert.match(await ask(['red']), /only one choice/);
   assert.match(await ask(['red', 'red']), /are the same/);
   assert.match(await ask(['red', '']), /is empty/);
-  const code = await page.evaluate(() => window.onetoken.judge({ user: 'q', choices: ['a', 'a'] }).then(() => 'ok', (e) => e.code));
+  const { code, details } = await page.evaluate(() => window.onetoken.judge({ user: 'q', choices: ['a', 'b', 'a'] })
+    .then(() => ({}), (e) => ({ code: e.code, details: e.details })));
   assert.equal(code, 'input');
+  assert.deepEqual(details, { reason: 'same_choices', first: 1, second: 3, choice: 'a' });
+  // In a batch, the failing request is named, in the details too.
+  const batch = await page.evaluate(() => window.onetoken.batch([{ user: 'q', choices: ['a', 'b'] }, { user: 'q', choices: ['c'] }])
+    .then(() => ({}), (e) => ({ message: e.message, details: e.details })));
+  assert.deepEqual(batch, { message: 'request 2: input: only one choice ("c"): give at least two', details: { reason: 'one_choice', choice: 'c', request: 2 } });
 });
 
 test('local files chosen in the picker load like a folder', async () => {

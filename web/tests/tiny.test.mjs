@@ -329,9 +329,14 @@ test("a batch size past this device's limits is left out of the chart and named 
   assert.deepEqual(report.batch.map((b) => [b.judgments, b.shared_prefix]), [[700, true]]);
   assert.deepEqual(report.batch_skipped.map((s) => [s.judgments, s.shared_prefix, s.code]), [[700, false, 'input']]);
   assert.equal(await page.locator('#chart-batch [data-kind=bar]').count(), 1);
-  assert.equal(await page.textContent('#batch-skipped'),
-    `Not measured on this device: 700 judgments, plain (${report.batch_skipped[0].reason}).`);
-  assert.match(report.batch_skipped[0].reason, /^input: a batch of \d+ tokens in one pass is more than this device runs/);
+  const [skip] = report.batch_skipped;
+  assert.match(skip.reason, /^input: a batch of \d+ tokens in one pass is more than this device runs/);
+  // The page words the reason from its details, in its own language.
+  const { tokens, limit } = skip.details;
+  assert.deepEqual(skip.details, { reason: 'batch_pass_too_large', tokens: Number(skip.reason.match(/of (\d+) tokens/)[1]), limit });
+  assert.ok(tokens > limit && limit >= 65535, `${tokens} > ${limit}`);
+  assert.equal(await page.textContent('#batch-skipped'), `Not measured on this device: 700 judgments, plain `
+    + `(the batch is ${tokens} tokens in one pass, and this device runs at most ${limit}; judge fewer at a time).`);
 });
 
 test("the article's example stands beside this device's figures, computed from its cost model", async () => {

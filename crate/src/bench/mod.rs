@@ -328,9 +328,19 @@ pub struct BatchPoint {
 pub struct BatchSkip {
     pub judgments: usize,
     pub shared_prefix: bool,
-    /// The error's kind ([`Error::code`]) and its message.
+    /// The error's kind ([`Error::code`]), its message and, where it has them, its details
+    /// ([`Error::details`]: the page words those in its own language).
     pub code: &'static str,
     pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+impl BatchSkip {
+    /// The batch of `judgments` (with or without a shared prefix) that failed with `error`.
+    pub fn new(judgments: usize, shared_prefix: bool, error: &Error) -> Self {
+        BatchSkip { judgments, shared_prefix, code: error.code(), reason: error.to_string(), details: error.details() }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -660,14 +670,9 @@ async fn batches(
                 // A cancel or a lost device ends the bench; any other failure is this size's.
                 Err(e @ (Error::Cancelled | Error::DeviceLost(_))) => return Err(e),
                 Err(e) => {
-                    let (code, reason) = (e.code(), e.to_string());
-                    progress(&BenchProgress::Measured(Measured::BatchSkipped {
-                        judgments: n,
-                        shared_prefix: shared,
-                        code,
-                        reason: reason.clone(),
-                    }));
-                    skipped.push(BatchSkip { judgments: n, shared_prefix: shared, code, reason })
+                    let skip = BatchSkip::new(n, shared, &e);
+                    progress(&BenchProgress::Measured(Measured::BatchSkipped(skip.clone())));
+                    skipped.push(skip)
                 }
             }
         }

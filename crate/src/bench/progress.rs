@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::BatchSkip;
 use crate::cost::median;
 use crate::judge::Judgment;
 use crate::profile::Phase;
@@ -64,13 +65,8 @@ pub enum Measured {
         total_ms: f64,
         judgments_per_s: f64,
     },
-    /// A batch size this device could not run; `code` is the error's (as the page's errors).
-    BatchSkipped {
-        judgments: usize,
-        shared_prefix: bool,
-        code: &'static str,
-        reason: String,
-    },
+    /// A batch size this device could not run, and why.
+    BatchSkipped(BatchSkip),
     Profile {
         tokens: usize,
         prefill: PhaseFigures,
@@ -178,7 +174,7 @@ impl fmt::Display for Measured {
                 batch(f, *judgments, *shared_prefix)?;
                 write!(f, ": {total_ms:.1} ms, {judgments_per_s:.1} judgments/s")
             }
-            Measured::BatchSkipped { judgments, shared_prefix, reason, .. } => {
+            Measured::BatchSkipped(BatchSkip { judgments, shared_prefix, reason, .. }) => {
                 batch(f, *judgments, *shared_prefix)?;
                 write!(f, ": skipped ({reason})")
             }
@@ -233,18 +229,20 @@ mod tests {
             serde_json::json!({"starting": {"step": "batch", "judgments": 8, "shared_prefix": true}})
         );
         assert_eq!(start.to_string(), "batch of 8 judgments, shared prefix");
-        let skipped = BenchProgress::Measured(Measured::BatchSkipped {
-            judgments: 900,
-            shared_prefix: false,
-            code: "input",
-            reason: "input: too long".into(),
-        });
+        let too_long =
+            crate::Error::ContextOverflow { tokens: 5000, limit: crate::ContextLimit::Model { context: 4096 } };
+        let skipped = BenchProgress::Measured(Measured::BatchSkipped(BatchSkip::new(900, false, &too_long)));
+        let reason = "prompt of 5000 tokens does not fit: the model's context is 4096 tokens";
         assert_eq!(
             json(&skipped),
             serde_json::json!({"measured": {"step": "batch_skipped", "judgments": 900, "shared_prefix": false,
-                "code": "input", "reason": "input: too long"}})
+                "code": "context_overflow", "reason": reason,
+                "details": {"reason": "model_context", "tokens": 5000, "limit": 4096}}})
         );
-        assert_eq!(skipped.to_string(), "batch of 900 judgments: skipped (input: too long)");
+        assert_eq!(skipped.to_string(), format!("batch of 900 judgments: skipped ({reason})"));
+        // An error without details sends none.
+        let plain = BatchSkip::new(900, false, &crate::Error::Gpu("lost".into()));
+        assert!(serde_json::to_value(&plain).unwrap().get("details").is_none());
         let a = StepsFigures {
             total_ms: 23.14,
             prefill_ms: 9.52,

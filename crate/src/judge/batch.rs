@@ -131,7 +131,7 @@ impl Engine {
             .enumerate()
             .map(|(i, r)| {
                 let set = choice_set(tok, r, PrefixIn::Prompt)
-                    .map_err(|e| Error::Input(format!("request {}: {e}", i + 1)))?;
+                    .map_err(|e| Error::InRequest { request: i + 1, error: Box::new(e) })?;
                 Ok(Walker { pick: ConstrainedPick::new(&set), set, fork: None })
             })
             .collect()

@@ -28,7 +28,7 @@ pub use record::{
 };
 
 use crate::choice::{ChoiceSet, Spelling};
-use crate::error::{Error, Result};
+use crate::error::{ContextLimit, Error, Result};
 use crate::gpu::{Gpu, GpuWeights};
 use crate::model::{ForwardTiming, Model, ModelOptions, Readout, RowOut, Sequence};
 use crate::tokenizer::Tokenizer;
@@ -213,19 +213,12 @@ impl Engine {
     fn make_room(&mut self, room: Room) -> Result<()> {
         let context = self.model.config().max_position_embeddings;
         if room.longest > context {
-            return Err(Error::ContextOverflow {
-                tokens: room.longest,
-                limit: format!("the model's context is {context} tokens"),
-            });
+            return Err(Error::ContextOverflow { tokens: room.longest, limit: ContextLimit::Model { context } });
         }
         // Kernels run a grid row per token of a pass.
         let grid = self.model.gpu().limits().max_compute_workgroups_per_dimension as usize;
         if room.batch_tokens > grid {
-            return Err(Error::Input(format!(
-                "a batch of {} tokens in one pass is more than this device runs \
-                 (max_compute_workgroups_per_dimension {grid}): judge fewer at a time",
-                room.batch_tokens
-            )));
+            return Err(Error::BatchPassTooLarge { tokens: room.batch_tokens, grid });
         }
         let step = |n: usize| n.next_multiple_of(GROWTH_STEP);
         // More tokens than one pass holds on this device prefill in several (Model::prefill).

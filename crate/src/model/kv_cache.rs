@@ -5,7 +5,7 @@
 //! its operations under the domain's names.
 
 use crate::config::Qwen2Config;
-use crate::error::{Error, Result};
+use crate::error::{ContextLimit, Error, Result};
 use crate::gpu::{Dispatcher, Gpu};
 use crate::ops;
 
@@ -97,7 +97,7 @@ impl KvCache {
         if total > self.capacity {
             return Err(Error::ContextOverflow {
                 tokens: total,
-                limit: format!("the KV cache holds {} tokens per sequence", self.capacity),
+                limit: ContextLimit::KvCache { capacity: self.capacity },
             });
         }
         Ok(())
