@@ -504,7 +504,7 @@ async function start() {
     // no service worker here
   }
   const { gpu, adapter, defaultPrefix } = await client.call('init', { kernels: params.get('kernels'), tune: params.get('tune') ?? '' }).catch((e) => {
-    $('gpu-info').textContent = noWebgpu(e) ? t().noWebgpu : e.message;
+    $('gpu-info').textContent = noWebgpu(e) ? t().noWebgpu : errorText(e, t());
     showError(e);
     throw e;
   });

@@ -82,15 +82,17 @@ async function fetchFile(url, { optional = false, useCache = true, log = null, s
     // fetch() says no more for a server that is down than for one that refuses to share its
     // files with other sites (no CORS headers); name both when the file is on another site.
     const elsewhere = new URL(url).origin !== self.location.origin;
-    throw coded('download', elsewhere
-      ? `${url}: cannot be read from this page (${e.message}): the server is unreachable, or it does not let other sites read its files (no CORS headers). Check the address, or download the files and choose them as local files`
-      : `${url}: download failed (${e.message}); check the address or the network and retry`);
+    const cause = e.message;
+    throw elsewhere
+      ? coded('download', `${url}: cannot be read from this page (${cause}): the server is unreachable, or it does not let other sites read its files (no CORS headers). Check the address, or download the files and choose them as local files`,
+        { reason: 'download_unreadable', url, cause })
+      : coded('download', `${url}: download failed (${cause}); check the address or the network and retry`, { reason: 'download_failed', url, cause });
   }
   if (res.status === 404 && optional) {
     await cache?.put(url, new Response('', { headers: { 'x-onetoken-absent': '1' } })).catch(() => {});
     return null;
   }
-  if (!res.ok) throw coded('download', `${url}: HTTP ${res.status} ${res.statusText}`);
+  if (!res.ok) throw coded('download', `${url}: HTTP ${res.status} ${res.statusText}`, { reason: 'download_http', url, status: res.status });
   // A host that compresses what it sends counts the compressed bytes in Content-Length, and the
   // body arrives decompressed: that length is not the file's, so it is neither checked nor
   // recorded with the cached copy (which would then look damaged on every visit).
@@ -148,9 +150,12 @@ function checkedCopy(body, { length, sha256 }, url, cache) {
   }));
 }
 
-/** An Error with a `code` (as the wasm module's errors carry), so callers never parse messages. */
-function coded(code, message) {
-  return Object.assign(new Error(message), { code });
+/**
+ * An Error with a `code`, and `details` where given (as the wasm module's errors carry: a
+ * `reason` and its values, which the page words in its language), so callers never parse messages.
+ */
+function coded(code, message, details) {
+  return Object.assign(new Error(message), details ? { code, details } : { code });
 }
 
 function cancelled() {
@@ -193,10 +198,17 @@ async function streamInto(loader, file, onBytes) {
         // Aborted while reading: only a cancel aborts a file still read (stop() ends failed loads).
         if (file.signal?.aborted) throw cancelled();
         if (e?.restart) throw e; // a damaged cache copy known only at its end: load again
-        if (!file.url || ++attempt > 3) throw coded('download', `${file.url ?? 'file'}: download interrupted after ${(received / 1e6).toFixed(1)} MB (${e.message}); press load to retry`);
+        const [url, mb] = [file.url ?? 'file', (received / 1e6).toFixed(1)];
+        if (!file.url || ++attempt > 3) {
+          throw coded('download', `${url}: download interrupted after ${mb} MB (${e.message}); press load to retry`,
+            { reason: 'download_interrupted', url, mb, cause: e.message });
+        }
         const res = await fetch(file.url, { headers: { Range: `bytes=${received}-` }, signal: file.signal }).catch(() => null);
         if (file.signal?.aborted) throw cancelled();
-        if (res?.status !== 206) throw coded('download', `${file.url}: download interrupted after ${(received / 1e6).toFixed(1)} MB and the server does not allow resuming; press load to retry`);
+        if (res?.status !== 206) {
+          throw coded('download', `${url}: download interrupted after ${mb} MB and the server does not allow resuming; press load to retry`,
+            { reason: 'download_not_resumable', url, mb });
+        }
         reader = res.body.getReader();
         continue;
       }
@@ -223,7 +235,8 @@ function opener(source, log, signal) {
       const f = byName.get(name);
       if (!f) {
         if (optional) return null;
-        throw coded('input', `${name} is missing: choose one .gguf file, or config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)`);
+        throw coded('input', `${name} is missing: choose one .gguf file, or config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)`,
+          { reason: 'file_missing', name });
       }
       return { body: f.stream(), length: f.size, cached: false, url: null };
     };

@@ -53,6 +53,13 @@ export default {
     kv_cache_capacity: 'the prompt is {tokens} tokens and the KV cache holds {limit} per sequence',
     batch_pass_too_large: 'the batch is {tokens} tokens in one pass, and this device runs at most {limit}; judge fewer at a time',
     gpu_limit: 'this model needs {limit} of at least {needed}, and this GPU allows {available}',
+    // The page's own (web/models.js): loading a model.
+    download_unreadable: '{url} cannot be read from this page ({cause}): the server is unreachable, or it does not let other sites read its files (no CORS headers). Check the address, or download the files and choose them as local files',
+    download_failed: '{url} could not be downloaded ({cause}); check the address or the network and retry',
+    download_http: '{url}: the server answered HTTP {status}',
+    download_interrupted: '{url}: the download stopped after {mb} MB ({cause}); press Load to retry',
+    download_not_resumable: '{url}: the download stopped after {mb} MB, and the server does not allow resuming; press Load to retry',
+    file_missing: '{name} is missing: choose one .gguf file, or config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)',
     model_output: 'the model’s output is not a number (NaN or infinite logits): its weights hold NaN or infinite values, or values too large for 32-bit arithmetic',
   },
   errorInRequest: 'request {request}: ',

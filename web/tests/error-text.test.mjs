@@ -1,6 +1,8 @@
-// The error box's wording of engine errors (node only; errors.test.mjs shows real ones in the
-// page): every case the engine gives details for (error-details.json, which a Rust test checks
-// against Error::details) reads as a sentence in both languages, with its figures.
+// The error box's wording of errors with details (node only; errors.test.mjs and
+// network.test.mjs show real ones in the page): every case the engine gives details for
+// (error-details.json's `engine`, which a Rust test checks against Error::details) and every
+// case of the page's own loading (`page`, from models.js) reads as a sentence in both
+// languages, with its values.
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
@@ -8,7 +10,8 @@ import en from '../i18n/en.js';
 import ko from '../i18n/ko.js';
 import { errorDetail, errorText } from '../error-text.js';
 
-const CASES = JSON.parse(await readFile(new URL('./error-details.json', import.meta.url), 'utf8'));
+const { engine, page } = JSON.parse(await readFile(new URL('./error-details.json', import.meta.url), 'utf8'));
+const CASES = [...engine, ...page];
 const error = ({ code, details }) => Object.assign(new Error('the English message'), { code, details });
 
 test('the page words exactly the reasons the engine gives details for', () => {
@@ -26,11 +29,12 @@ test('each case reads in both languages with its kind and every figure', () => {
       const { reason, ...values } = c.details;
       for (const v of Object.values(values)) assert.ok(text.includes(String(v)), `${reason}: ${v} in ${text}`);
       if (strings === ko) {
-        // Latin letters left: the values, and names that stay as they are (GPU, KV, NaN).
+        // Latin letters left: the values, file names, and names that stay as they are.
         let rest = text;
         for (const v of Object.values(values)) rest = rest.replaceAll(String(v), '');
+        rest = rest.replace(/[\w.]*\.(json|gguf|safetensors)\b/g, '');
         const words = rest.match(/[A-Za-z]{2,}/g) ?? [];
-        assert.deepEqual(words.filter((w) => !['GPU', 'KV', 'NaN'].includes(w)), [], text);
+        assert.deepEqual(words.filter((w) => !['GPU', 'KV', 'NaN', 'HTTP', 'CORS', 'MB'].includes(w)), [], text);
       }
     }
   }

@@ -31,6 +31,11 @@ function load(source) {
   return page.evaluate((s) => window.onetoken.load(s).then(() => 'loaded', (e) => e.message), source);
 }
 
+/** A load that fails: its error's message and details. */
+function loadError(source) {
+  return page.evaluate((s) => window.onetoken.load(s).then(() => ({}), (e) => ({ message: e.message, details: e.details })), source);
+}
+
 async function assertStillWorks(what) {
   assert.equal(await page.inputValue('#question'), 'Mine, still?', `${what}: the typed question is kept`);
   assert.equal(await load({ kind: 'folder', name: 'tiny-qwen2' }), 'loaded', `${what}: the next load works`);
@@ -77,15 +82,24 @@ after(async () => {
   if (mismatched) await rm(mismatched, { recursive: true, force: true });
 });
 
-test('a 404 address names the missing file', async () => {
-  const message = await load({ kind: 'url', url: new URL('/models/missing/', browser.url).href });
+test('a 404 address names the missing file, in the page\'s language too', async () => {
+  const { message, details } = await loadError({ kind: 'url', url: new URL('/models/missing/', browser.url).href });
   assert.match(message, /models\/missing\/config\.json: HTTP 404/);
+  const url = new URL('/models/missing/config.json', browser.url).href;
+  assert.deepEqual(details, { reason: 'download_http', url, status: 404 });
+  assert.equal(await page.textContent('#error-text'), `The download failed: ${url}: the server answered HTTP 404`);
+  await page.evaluate(() => window.onetoken.setLanguage('ko'));
+  assert.equal(await page.textContent('#error-text'), `내려받기에 실패했습니다: ${url}: 서버가 HTTP 404(으)로 답했습니다`);
+  await page.evaluate(() => window.onetoken.setLanguage('en'));
   await assertStillWorks('404');
 });
 
 test('a server without CORS headers is named as a possible cause', async () => {
-  const message = await load({ kind: 'url', url: elsewhere.url });
+  const { message, details } = await loadError({ kind: 'url', url: elsewhere.url });
   assert.match(message, /config\.json: cannot be read from this page .*does not let other sites read its files \(no CORS headers\)/);
+  assert.equal(details.reason, 'download_unreadable');
+  assert.equal(details.url, new URL('config.json', elsewhere.url).href);
+  assert.ok(details.cause && message.includes(`(${details.cause})`), message);
   await assertStillWorks('no CORS');
 });
 
@@ -98,8 +112,9 @@ test('a download cut in the middle resumes where it stopped and gives the same m
 });
 
 test('a download cut where the server cannot resume fails clearly, and a retry starts clean', async () => {
-  const message = await load({ kind: 'folder', name: 'cut-always' });
+  const { message, details } = await loadError({ kind: 'folder', name: 'cut-always' });
   assert.match(message, /model\.safetensors: download interrupted after 0\.1 MB and the server does not allow resuming; press load to retry/);
+  assert.deepEqual(details, { reason: 'download_not_resumable', url: new URL('/models/cut-always/model.safetensors', browser.url).href, mb: '0.1' });
   await assertStillWorks('cut without resume');
 });
 
