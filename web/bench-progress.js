@@ -3,11 +3,20 @@
 // step's figures arrive together with the next step's start, so on one line they would never
 // be seen). The engine sends each as numbers ({starting: {step, ...}} or {measured: {step, ...}}).
 
-import { errorDetail } from './error-text.js';
+import { errorDetail, errorText } from './error-text.js';
 
 const camel = (key) => key.replace(/_(\w)/g, (_, c) => c.toUpperCase());
 const fixed = (digits) => (x) => Number(x).toFixed(digits);
 const [one, two] = [fixed(1), fixed(2)];
+
+/**
+ * Why the bench skipped a batch (`batch_skipped`'s {code, reason, details}) in the language of
+ * `t`: worded from its details, else its kind of error in that language and its message.
+ */
+export function skipReason(skip, t) {
+  const worded = skip.details && t.errorDetails[skip.details.reason];
+  return worded ? errorDetail(skip.reason, skip.details, t) : errorText({ message: skip.reason, code: skip.code }, t);
+}
 
 /** A batch step's name: "batch of 8 judgments[, shared prefix]". */
 function batchName(s, strings, fill) {
@@ -46,7 +55,7 @@ function measuredText(m, strings, fill, t) {
     case 'batch':
       return fill(say.batch, { batch: batchName(m, strings, fill), ms: one(m.total_ms), rate: one(m.judgments_per_s) });
     case 'batch_skipped':
-      return fill(say.batchSkipped, { batch: batchName(m, strings, fill), reason: errorDetail(m.reason, m.details, t) });
+      return fill(say.batchSkipped, { batch: batchName(m, strings, fill), reason: skipReason(m, t) });
     case 'profile':
       return fill(say.profile, { tokens: m.tokens, prefill: phaseText(m.prefill, strings, fill), decode: phaseText(m.decode, strings, fill) });
     default:

@@ -1,7 +1,7 @@
 // The benchmark's results on the page: the cost model line, the charts, the article's worked
 // example beside this device's figures, and where the time goes kernel by kernel.
 import { batchChart, kernels, roofline, sweep } from './bench-charts.js';
-import { errorDetail } from './error-text.js';
+import { skipReason } from './bench-progress.js';
 import { articleComparison, articleVerdict, kernelReadings } from './lesson.js';
 
 const $ = (id) => document.getElementById(id);
@@ -25,7 +25,7 @@ export function showBench(report, t, fill) {
   batchChart($('chart-batch'), report, t.charts);
   // Sizes past this device's limits are left out of the chart: say which, and why.
   const skipped = (report.batch_skipped ?? []).map((s) => fill(t.batchSkippedItem, {
-    n: s.judgments, sharing: s.shared_prefix ? t.charts.shared : t.charts.plain, reason: errorDetail(s.reason, s.details, t),
+    n: s.judgments, sharing: s.shared_prefix ? t.charts.shared : t.charts.plain, reason: skipReason(s, t),
   }));
   $('batch-skipped').hidden = !skipped.length;
   $('batch-skipped').textContent = skipped.length ? fill(t.batchSkipped, { list: skipped.join('; ') }) : '';

@@ -4,7 +4,8 @@
 // web/tests/error-details.json has one of each). Those are worded here from the strings; any
 // other error keeps its (English) message, after its kind in the page's language.
 
-const fill = (text, values) => text.replace(/\{(\w+)\}/g, (_, k) => values[k] ?? '');
+// A list (tensor names, a shape) reads as its items with commas.
+const fill = (text, values) => text.replace(/\{(\w+)\}/g, (_, k) => (Array.isArray(values[k]) ? values[k].join(', ') : values[k] ?? ''));
 
 /**
  * What went wrong, in the language of `strings` (en.js or ko.js): worded from `details` where

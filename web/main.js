@@ -442,16 +442,18 @@ function wire() {
   for (const b of document.querySelectorAll('button.run[data-strategy]')) b.onclick = () => run(b.dataset.strategy).catch(() => {});
   $('batch-run').onclick = () => runBatch().catch(() => {});
   $('bench-run').onclick = () => {
+    const typed = () => ({
+      lengths: numbers($('bench-lengths').value, t().benchLengths),
+      batch_sizes: numbers($('bench-batches').value, t().benchBatches),
+      repeats: runsPerPoint($('bench-repeats').value),
+      profile: gpuInfo?.timestamps === true, // where the time goes, kernel by kernel
+    });
     let options;
     try {
-      options = {
-        lengths: numbers($('bench-lengths').value, t().benchLengths),
-        batch_sizes: numbers($('bench-batches').value, t().benchBatches),
-        repeats: runsPerPoint($('bench-repeats').value),
-        profile: gpuInfo?.timestamps === true, // where the time goes, kernel by kernel
-      };
+      options = typed();
     } catch (e) {
-      showError(e);
+      // Re-made on a language switch, so it names the field in the new language.
+      showError(e, () => { try { typed(); return e; } catch (again) { return again; } });
       return;
     }
     bench(options).catch(() => {});

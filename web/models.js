@@ -235,7 +235,7 @@ function opener(source, log, signal) {
       const f = byName.get(name);
       if (!f) {
         if (optional) return null;
-        throw coded('input', `${name} is missing: choose one .gguf file, or config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)`,
+        throw coded('model_file', `${name} is missing: choose one .gguf file, or config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)`,
           { reason: 'file_missing', name });
       }
       return { body: f.stream(), length: f.size, cached: false, url: null };

@@ -41,6 +41,14 @@ pub enum Error {
     #[error("input: {0}")]
     Choices(ChoiceProblem),
 
+    /// A batch of judgments cannot be run as given (code `input`).
+    #[error("input: {0}")]
+    Batch(BatchProblem),
+
+    /// The benchmark's options cannot be measured on this model (code `bench_options`).
+    #[error("input: {0}")]
+    Bench(BenchProblem),
+
     /// A request of a batch failed: the error, and which request (from 1).
     #[error("request {request}: {error}")]
     InRequest { request: usize, error: Box<Error> },
@@ -103,7 +111,8 @@ impl Error {
             Error::ModelFile { .. } | Error::TensorShape { .. } | Error::TensorDtype { .. } => "model_file",
             Error::MissingTensors(_) | Error::ExtraTensors(_) | Error::ModelOutput => "model_file",
             Error::Tokenizer(_) | Error::Template(_) => "tokenizer",
-            Error::Input(_) | Error::Choices(_) | Error::BatchPassTooLarge { .. } => "input",
+            Error::Input(_) | Error::Choices(_) | Error::Batch(_) | Error::BatchPassTooLarge { .. } => "input",
+            Error::Bench(_) => "bench_options",
             Error::InRequest { error, .. } => error.code(),
             Error::ContextOverflow { .. } => "context_overflow",
             Error::Gpu(_) => "gpu",
@@ -116,12 +125,15 @@ impl Error {
         }
     }
 
-    /// What went wrong as data, for a page that words errors in its own language: a JSON
-    /// object whose `reason` names the case and whose other fields fill its sentence (the
-    /// message says the same in English). `None` where the message is all there is.
+    /// What went wrong as data, for a page that words errors in its own language: a JSON object
+    /// whose `reason` names the case and whose other fields (numbers, strings, lists as arrays)
+    /// fill its sentence; the message says the same in English. `None` where the message is all
+    /// there is.
     pub fn details(&self) -> Option<serde_json::Value> {
         let value = match self {
             Error::Choices(problem) => serde_json::to_value(problem).ok()?,
+            Error::Batch(problem) => serde_json::to_value(problem).ok()?,
+            Error::Bench(problem) => serde_json::to_value(problem).ok()?,
             Error::ContextOverflow { tokens, limit: ContextLimit::Model { context } } => {
                 json!({ "reason": "model_context", "tokens": tokens, "limit": context })
             }
@@ -134,6 +146,12 @@ impl Error {
             Error::GpuLimit { limit, needed, available } => {
                 json!({ "reason": "gpu_limit", "limit": limit, "needed": needed, "available": available })
             }
+            Error::TensorShape { name, expected, found } => {
+                json!({ "reason": "tensor_shape", "name": name, "expected": expected, "found": found })
+            }
+            Error::TensorDtype { name, dtype } => json!({ "reason": "tensor_dtype", "name": name, "dtype": dtype }),
+            Error::MissingTensors(names) => json!({ "reason": "missing_tensors", "names": names }),
+            Error::ExtraTensors(names) => json!({ "reason": "extra_tensors", "names": names }),
             Error::ModelOutput => json!({ "reason": "model_output" }),
             Error::InRequest { request, error } => {
                 let mut details = error.details()?;
@@ -206,6 +224,72 @@ impl std::fmt::Display for ChoiceProblem {
     }
 }
 
+/// Why a batch of judgments cannot be run as given.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum BatchProblem {
+    NoRequests,
+    TooManyRequests { requests: usize, max: usize },
+}
+
+impl std::fmt::Display for BatchProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchProblem::NoRequests => write!(f, "an empty batch of requests"),
+            BatchProblem::TooManyRequests { requests, max } => {
+                write!(f, "a batch of {requests} requests: give at most {max} (split it)")
+            }
+        }
+    }
+}
+
+/// Why the benchmark's options cannot be measured, found before any measuring.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum BenchProblem {
+    /// A swept length and A's reply do not fit the model's context.
+    LengthPastContext {
+        length: usize,
+        context: usize,
+        longest: usize,
+    },
+    /// Strategy C's document leaves no room for a question.
+    DocumentPastContext {
+        tokens: usize,
+        context: usize,
+    },
+    BatchSize {
+        judgments: usize,
+        max: usize,
+    },
+    /// A profiled length of 0: nothing to prefill.
+    ProfileOfNothing,
+}
+
+impl std::fmt::Display for BenchProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BenchProblem::LengthPastContext { length, context, longest } => write!(
+                f,
+                "lengths: a prompt of {length} tokens and its reply do not fit the model's context of {context} tokens \
+                 (give lengths up to {longest})"
+            ),
+            BenchProblem::DocumentPastContext { tokens, context } => write!(
+                f,
+                "doc_tokens: a document of {tokens} tokens leaves no room for a question in the model's context of \
+                 {context} tokens"
+            ),
+            BenchProblem::BatchSize { judgments, max } => {
+                write!(f, "batch_sizes: a batch of {judgments} judgments cannot be measured (give 1 to {max})")
+            }
+            BenchProblem::ProfileOfNothing => write!(
+                f,
+                "the profile prefills each length: a length of 0 has nothing to prefill (give lengths of 1 or more)"
+            ),
+        }
+    }
+}
+
 /// What bounds a prompt's length.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ContextLimit {
@@ -244,7 +328,17 @@ mod tests {
             Error::ContextOverflow { tokens: 5012, limit: ContextLimit::Model { context: 4096 } },
             Error::ContextOverflow { tokens: 300, limit: ContextLimit::KvCache { capacity: 256 } },
             Error::BatchPassTooLarge { tokens: 78400, grid: 65535 },
+            Error::Batch(BatchProblem::NoRequests),
+            Error::Batch(BatchProblem::TooManyRequests { requests: 4097, max: 4096 }),
+            Error::Bench(BenchProblem::LengthPastContext { length: 5000, context: 4096, longest: 4032 }),
+            Error::Bench(BenchProblem::DocumentPastContext { tokens: 4090, context: 4096 }),
+            Error::Bench(BenchProblem::BatchSize { judgments: 0, max: 4096 }),
+            Error::Bench(BenchProblem::ProfileOfNothing),
             Error::GpuLimit { limit: "max_storage_buffers_per_shader_stage", needed: 10, available: 8 },
+            Error::TensorShape { name: "model.norm.weight".into(), expected: vec![64], found: vec![32, 2] },
+            Error::TensorDtype { name: "model.norm.weight".into(), dtype: "I8".into() },
+            Error::MissingTensors(vec!["model.norm.weight".into(), "lm_head.weight".into()]),
+            Error::ExtraTensors(vec!["model.layers.0.mlp.extra".into()]),
             Error::ModelOutput,
             Error::InRequest {
                 request: 2,

@@ -48,4 +48,4 @@ pub mod web;
 pub mod weights;
 
 pub use config::Qwen2Config;
-pub use error::{ChoiceProblem, ContextLimit, Error, Result};
+pub use error::{BatchProblem, BenchProblem, ChoiceProblem, ContextLimit, Error, Result};

@@ -7,6 +7,8 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use serde::Serialize;
+use serde_wasm_bindgen::Serializer;
 use wasm_bindgen::prelude::*;
 
 use crate::bench::{self, BenchOptions};
@@ -27,11 +29,10 @@ pub fn start() {
 /// them ([`crate::Error::details`]: the page words those in its own language).
 fn js(e: crate::Error) -> JsValue {
     let error = js_error(&e.to_string(), e.code());
-    if let Some(details) = e.details() {
-        // JSON the library just wrote always parses; setting a property on an Error cannot fail.
-        if let Ok(details) = js_sys::JSON::parse(&details.to_string()) {
-            let _ = js_sys::Reflect::set(&error, &JsValue::from_str("details"), &details);
-        }
+    // JSON values always convert (objects become plain objects); setting a property on a fresh
+    // Error cannot fail.
+    if let Some(Ok(details)) = e.details().map(|d| d.serialize(&Serializer::json_compatible())) {
+        let _ = js_sys::Reflect::set(&error, &JsValue::from_str("details"), &details);
     }
     error
 }

@@ -21,7 +21,7 @@ const REPORTS = [
   { starting: { step: 'batch', judgments: 8, shared_prefix: false } },
   { starting: { step: 'batch', judgments: 8, shared_prefix: true } },
   { measured: { step: 'batch', judgments: 8, shared_prefix: true, total_ms: 20.64, judgments_per_s: 48.61 } },
-  { measured: { step: 'batch_skipped', judgments: 900, shared_prefix: false, code: 'input', reason: 'input: too many tokens' } },
+  { measured: { step: 'batch_skipped', judgments: 900, shared_prefix: false, code: 'gpu_memory', reason: 'GPU: out of memory' } },
   { measured: { step: 'batch_skipped', judgments: 700, shared_prefix: false, code: 'input', reason: 'input: a batch of 78400 tokens …',
     details: { reason: 'batch_pass_too_large', tokens: 78400, limit: 65535 } } },
   { starting: { step: 'profile' } },
@@ -40,7 +40,7 @@ test('every step reads in English with its figures', () => {
     'batch of 8 judgments',
     'batch of 8 judgments, shared prefix',
     'batch of 8 judgments, shared prefix: 20.6 ms, 48.6 judgments/s',
-    'batch of 900 judgments: not measured (input: too many tokens)',
+    'batch of 900 judgments: not measured (This GPU ran out of memory: GPU: out of memory)',
     'batch of 700 judgments: not measured (the batch is 78400 tokens in one pass, and this device runs at most 65535; judge fewer at a time)',
     'profile: one prefill and one decode step per length, kernel by kernel',
     'profile at 70 tokens: prefill 10.15 ms on the GPU in 76 dispatches (their sum 26.48 ms, most in linear_direct: 18.31 ms); '
@@ -53,10 +53,10 @@ test('every step reads in Korean, with no English words but units and names', ()
   assert.equal(texts[3], '프롬프트 12토큰: A 23.1 ms (프리필 9.5 ms + 디코드 5스텝, 스텝당 2.65 ms; GPU에서 8.6 ms + 2.15 ms), B 10.9 ms, B (전체 헤드) 10.0 ms: A/B 2.12');
   assert.equal(texts[9], '판정 8개 배치, 공유 접두사: 20.6 ms, 초당 판정 48.6개');
   // A skipped batch's reason is worded in Korean where the engine gave its details.
-  assert.equal(texts[11], '판정 700개 배치: 측정하지 못함 (배치가 한 번의 패스에 78400토큰인데 이 기기는 65535토큰까지 돌립니다. 한 번에 더 적게 판정해 주세요)');
+  assert.equal(texts[11], '판정 700개 배치: 측정하지 못함 (배치가 한 번의 패스에 78400토큰인데 이 기기는 한 번에 65535토큰까지 처리합니다. 한 번에 더 적게 판정해 주세요)');
   for (const text of texts) {
     // What may stay in Latin letters: units, A/B, GPU, FMA, kernel names, and an error's own text.
-    const words = text.replace(/input: too many tokens|linear_direct/g, '').match(/[A-Za-z]{2,}/g) ?? [];
+    const words = text.replace(/GPU: out of memory|linear_direct/g, '').match(/[A-Za-z]{2,}/g) ?? [];
     assert.deepEqual(words.filter((w) => !['ms', 'GB', 'GFLOP', 'GPU', 'FMA'].includes(w)), [], text);
     assert.doesNotMatch(text, /undefined|NaN|\{\w+\}/, text);
   }

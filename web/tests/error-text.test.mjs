@@ -27,14 +27,15 @@ test('each case reads in both languages with its kind and every figure', () => {
       assert.ok(text.startsWith(`${strings.errorKinds[c.code]}: `), text);
       assert.doesNotMatch(text, /undefined|English message|\{\w+\}/, text);
       const { reason, ...values } = c.details;
-      for (const v of Object.values(values)) assert.ok(text.includes(String(v)), `${reason}: ${v} in ${text}`);
+      const items = Object.values(values).flat();
+      for (const v of items) assert.ok(text.includes(String(v)), `${reason}: ${v} in ${text}`);
       if (strings === ko) {
         // Latin letters left: the values, file names, and names that stay as they are.
         let rest = text;
-        for (const v of Object.values(values)) rest = rest.replaceAll(String(v), '');
+        for (const v of items) rest = rest.replaceAll(String(v), '');
         rest = rest.replace(/[\w.]*\.(json|gguf|safetensors)\b/g, '');
         const words = rest.match(/[A-Za-z]{2,}/g) ?? [];
-        assert.deepEqual(words.filter((w) => !['GPU', 'KV', 'NaN', 'HTTP', 'CORS', 'MB'].includes(w)), [], text);
+        assert.deepEqual(words.filter((w) => !['GPU', 'KV', 'NaN', 'HTTP', 'CORS', 'MB', 'BF', 'Qwen'].includes(w)), [], text);
       }
     }
   }
@@ -44,6 +45,9 @@ test('sentences as a learner reads them', () => {
   const find = (reason, request) => CASES.find((c) => c.details.reason === reason && c.details.request === request);
   assert.equal(errorText(error(find('same_choices')), en), 'This request cannot be judged: choices 1 and 3 are the same ("blue")');
   assert.equal(errorText(error(find('same_choices', 2)), ko), '이 요청은 판정할 수 없습니다: 2번 요청: 1번과 2번 선택지가 같습니다("a")');
+  assert.equal(errorText(error(find('tensor_shape')), ko), '모델 파일을 쓸 수 없습니다: 텐서 model.norm.weight의 모양은 [64]이어야 하는데 [32, 2]입니다');
+  assert.equal(errorText(error(find('missing_tensors')), en),
+    'The model files cannot be used: missing tensor(s) for this config: model.norm.weight, lm_head.weight');
   assert.equal(errorText(error(find('model_context')), ko),
     '모델이 다룰 수 있는 길이를 넘었습니다: 프롬프트가 5012토큰인데 모델의 컨텍스트는 4096토큰까지입니다. 문서를 줄여 주세요');
 });

@@ -108,6 +108,13 @@ test('each broken model folder of the bad-input table is named in its error, inp
     assert.equal(await page.isVisible('#error'), true, name);
     assert.match(await page.textContent('#error-text'), row.says, name);
     assert.equal(await page.inputValue('#question'), 'Still mine?', name);
+    if (name === 'wrong-shape') {
+      // A tensor's shape is data too: the Korean page says it in Korean.
+      await page.evaluate(() => window.onetoken.setLanguage('ko'));
+      assert.equal(await page.textContent('#error-text'),
+        '모델 파일을 쓸 수 없습니다: 텐서 model.norm.weight의 모양은 [64]이어야 하는데 [32, 2]입니다');
+      await page.evaluate(() => window.onetoken.setLanguage('en'));
+    }
   }
   await page.evaluate(() => window.onetoken.load({ kind: 'folder', name: 'tiny-qwen2' }));
   const r = await page.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
@@ -175,10 +182,22 @@ test('a typed choice already listed, bad benchmark numbers and an empty batch ar
     await page.click('#bench-run');
     assert.equal(await page.textContent('#error-text'), `Runs per point: “${repeats}” is not one whole number from 1 to 20.`, repeats);
   }
+  // The page's own error is re-made on a language switch: the field is named in Korean.
+  await page.evaluate(() => window.onetoken.setLanguage('ko'));
+  assert.equal(await page.textContent('#error-text'), '측정점마다 실행 횟수: “”은(는) 1부터 20까지의 정수 하나가 아닙니다.');
+  await page.fill('#bench-repeats', '1');
+  // A length past the model's context is refused by the engine before measuring, in Korean.
+  await page.fill('#bench-lengths', '32, 5000');
+  await page.click('#bench-run');
+  await page.waitForFunction(() => /5000토큰/.test(document.getElementById('error-text').textContent));
+  assert.equal(await page.textContent('#error-text'), '이 설정으로는 벤치마크를 돌릴 수 없습니다: '
+    + '5000토큰 프롬프트와 그 답은 모델의 컨텍스트 4096토큰에 들어가지 않습니다. 길이는 4032까지 주세요');
+  await page.evaluate(() => window.onetoken.setLanguage('en'));
+  await page.fill('#bench-lengths', '32,64');
   await page.fill('#bench-repeats', '3');
   await page.fill('#batch-questions', '');
   await page.click('#batch-run');
-  await page.waitForFunction(() => /empty batch/.test(document.getElementById('error-text').textContent));
+  await page.waitForFunction(() => /the batch has no questions/.test(document.getElementById('error-text').textContent));
   assert.equal(await page.textContent('#batch-status'), '', 'no "Busy" left behind');
   assert.equal(await page.isDisabled('#batch-run'), false);
 });

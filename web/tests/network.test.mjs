@@ -87,9 +87,9 @@ test('a 404 address names the missing file, in the page\'s language too', async 
   assert.match(message, /models\/missing\/config\.json: HTTP 404/);
   const url = new URL('/models/missing/config.json', browser.url).href;
   assert.deepEqual(details, { reason: 'download_http', url, status: 404 });
-  assert.equal(await page.textContent('#error-text'), `The download failed: ${url}: the server answered HTTP 404`);
+  assert.equal(await page.textContent('#error-text'), `The download failed: ${url}: the server answered with HTTP error 404`);
   await page.evaluate(() => window.onetoken.setLanguage('ko'));
-  assert.equal(await page.textContent('#error-text'), `내려받기에 실패했습니다: ${url}: 서버가 HTTP 404(으)로 답했습니다`);
+  assert.equal(await page.textContent('#error-text'), `내려받기에 실패했습니다: ${url}: 서버가 HTTP 404 오류로 응답했습니다`);
   await page.evaluate(() => window.onetoken.setLanguage('en'));
   await assertStillWorks('404');
 });

@@ -16,7 +16,7 @@ pub use workload::{document, questions, request_of_length};
 
 use crate::config::Qwen2Config;
 use crate::cost::{CostModel, PrefillFit, forward_flops, median};
-use crate::error::{Error, Result};
+use crate::error::{BenchProblem, Error, Result};
 use crate::gpu::{Gpu, Tuning};
 use crate::judge::{BatchRecord, Engine, JudgeRequest, Judgment, PrefixSharing, Strategy};
 use crate::model::ModelOptions;
@@ -90,28 +90,17 @@ impl BenchOptions {
         // A's reply is written into the context after the prompt: a few dozen tokens at most.
         let longest = context.saturating_sub(REPLY_ROOM);
         if let Some(&length) = self.lengths.iter().find(|&&l| l > longest) {
-            return Err(Error::Input(format!(
-                "lengths: a prompt of {length} tokens and its reply do not fit the model's context of {context} tokens \
-                 (give lengths up to {longest})"
-            )));
+            return Err(Error::Bench(BenchProblem::LengthPastContext { length, context, longest }));
         }
         // Strategy C's prompt: the document, a question and the chat template's few dozen tokens.
         if self.doc_tokens.saturating_add(REPLY_ROOM) >= context {
-            return Err(Error::Input(format!(
-                "doc_tokens: a document of {} tokens leaves no room for a question in the model's context of {context} tokens",
-                self.doc_tokens
-            )));
+            return Err(Error::Bench(BenchProblem::DocumentPastContext { tokens: self.doc_tokens, context }));
         }
         if let Some(&n) = self.batch_sizes.iter().find(|&&n| n == 0 || n > MAX_BATCH) {
-            return Err(Error::Input(format!(
-                "batch_sizes: a batch of {n} judgments cannot be measured (give 1 to {MAX_BATCH})"
-            )));
+            return Err(Error::Bench(BenchProblem::BatchSize { judgments: n, max: MAX_BATCH }));
         }
         if self.profile && self.lengths.contains(&0) {
-            return Err(Error::Input(
-                "the profile prefills each length: a length of 0 has nothing to prefill (give lengths of 1 or more)"
-                    .into(),
-            ));
+            return Err(Error::Bench(BenchProblem::ProfileOfNothing));
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use super::{
 };
 use crate::choice::{ChoiceSet, ConstrainedPick, fork_logits};
 use crate::clock::now_ms;
-use crate::error::{Error, Result};
+use crate::error::{BatchProblem, Error, Result};
 use crate::model::{Head, Readout, Sequence};
 
 /// Each request's choices, tokenized, and how far its constrained walk has got.
@@ -117,14 +117,10 @@ impl Engine {
     /// Each request's choice set, or an error naming the request.
     fn tokenize_batch(&self, reqs: &[JudgeRequest]) -> Result<Vec<Walker>> {
         if reqs.is_empty() {
-            return Err(Error::Input("an empty batch of requests".into()));
+            return Err(Error::Batch(BatchProblem::NoRequests));
         }
         if reqs.len() > super::MAX_BATCH {
-            return Err(Error::Input(format!(
-                "a batch of {} requests: give at most {} (split it)",
-                reqs.len(),
-                super::MAX_BATCH
-            )));
+            return Err(Error::Batch(BatchProblem::TooManyRequests { requests: reqs.len(), max: super::MAX_BATCH }));
         }
         let tok = &self.tokenizer;
         reqs.iter()
