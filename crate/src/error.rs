@@ -169,143 +169,71 @@ impl Error {
 }
 
 /// Why a list of choices cannot be judged. Choices are numbered from 1, as the page lists them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Error, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum ChoiceProblem {
+    #[error("no choices: give at least two")]
     NoChoices,
-    OneChoice {
-        choice: String,
-    },
-    TooManyChoices {
-        count: usize,
-        max: usize,
-    },
-    EmptyChoice {
-        index: usize,
-    },
-    SpecialTokenChoice {
-        choice: String,
-    },
-    SameChoices {
-        first: usize,
-        second: usize,
-        choice: String,
-    },
+    #[error("only one choice ({choice:?}): give at least two")]
+    OneChoice { choice: String },
+    #[error("{count} choices: give at most {max}")]
+    TooManyChoices { count: usize, max: usize },
+    #[error("choice {index} is empty")]
+    EmptyChoice { index: usize },
+    #[error("choice {choice:?} is a special token, not text")]
+    SpecialTokenChoice { choice: String },
+    #[error("choices {first} and {second} are the same ({choice:?})")]
+    SameChoices { first: usize, second: usize, choice: String },
     /// Two different texts that the tokenizer turns into the same tokens after the prompt.
-    SameTokens {
-        first: String,
-        second: String,
-    },
+    #[error("choices {first:?} and {second:?} tokenize identically")]
+    SameTokens { first: String, second: String },
     /// One choice's tokens begin the other's: the shorter could never be told apart.
-    TokenPrefix {
-        first: String,
-        second: String,
-    },
-}
-
-impl std::fmt::Display for ChoiceProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ChoiceProblem::NoChoices => write!(f, "no choices: give at least two"),
-            ChoiceProblem::OneChoice { choice } => write!(f, "only one choice ({choice:?}): give at least two"),
-            ChoiceProblem::TooManyChoices { count, max } => write!(f, "{count} choices: give at most {max}"),
-            ChoiceProblem::EmptyChoice { index } => write!(f, "choice {index} is empty"),
-            ChoiceProblem::SpecialTokenChoice { choice } => write!(f, "choice {choice:?} is a special token, not text"),
-            ChoiceProblem::SameChoices { first, second, choice } => {
-                write!(f, "choices {first} and {second} are the same ({choice:?})")
-            }
-            ChoiceProblem::SameTokens { first, second } => {
-                write!(f, "choices {first:?} and {second:?} tokenize identically")
-            }
-            ChoiceProblem::TokenPrefix { first, second } => {
-                write!(f, "choices {first:?} and {second:?} are a token prefix of each other")
-            }
-        }
-    }
+    #[error("choices {first:?} and {second:?} are a token prefix of each other")]
+    TokenPrefix { first: String, second: String },
 }
 
 /// Why a batch of judgments cannot be run as given.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Error, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum BatchProblem {
+    #[error("an empty batch of requests")]
     NoRequests,
+    #[error("a batch of {requests} requests: give at most {max} (split it)")]
     TooManyRequests { requests: usize, max: usize },
 }
 
-impl std::fmt::Display for BatchProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BatchProblem::NoRequests => write!(f, "an empty batch of requests"),
-            BatchProblem::TooManyRequests { requests, max } => {
-                write!(f, "a batch of {requests} requests: give at most {max} (split it)")
-            }
-        }
-    }
-}
-
 /// Why the benchmark's options cannot be measured, found before any measuring.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Error, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum BenchProblem {
     /// A swept length and A's reply do not fit the model's context.
-    LengthPastContext {
-        length: usize,
-        context: usize,
-        longest: usize,
-    },
+    #[error(
+        "lengths: a prompt of {length} tokens and its reply do not fit the model's context of {context} tokens \
+         (give lengths up to {longest})"
+    )]
+    LengthPastContext { length: usize, context: usize, longest: usize },
     /// Strategy C's document leaves no room for a question.
-    DocumentPastContext {
-        tokens: usize,
-        context: usize,
-    },
-    BatchSize {
-        judgments: usize,
-        max: usize,
-    },
+    #[error(
+        "doc_tokens: a document of {tokens} tokens leaves no room for a question in the model's context of \
+         {context} tokens"
+    )]
+    DocumentPastContext { tokens: usize, context: usize },
+    #[error("batch_sizes: a batch of {judgments} judgments cannot be measured (give 1 to {max})")]
+    BatchSize { judgments: usize, max: usize },
     /// A profiled length of 0: nothing to prefill.
+    #[error("the profile prefills each length: a length of 0 has nothing to prefill (give lengths of 1 or more)")]
     ProfileOfNothing,
 }
 
-impl std::fmt::Display for BenchProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BenchProblem::LengthPastContext { length, context, longest } => write!(
-                f,
-                "lengths: a prompt of {length} tokens and its reply do not fit the model's context of {context} tokens \
-                 (give lengths up to {longest})"
-            ),
-            BenchProblem::DocumentPastContext { tokens, context } => write!(
-                f,
-                "doc_tokens: a document of {tokens} tokens leaves no room for a question in the model's context of \
-                 {context} tokens"
-            ),
-            BenchProblem::BatchSize { judgments, max } => {
-                write!(f, "batch_sizes: a batch of {judgments} judgments cannot be measured (give 1 to {max})")
-            }
-            BenchProblem::ProfileOfNothing => write!(
-                f,
-                "the profile prefills each length: a length of 0 has nothing to prefill (give lengths of 1 or more)"
-            ),
-        }
-    }
-}
-
 /// What bounds a prompt's length.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Error)]
 pub enum ContextLimit {
     /// The model's context (`max_position_embeddings`).
+    #[error("the model's context is {context} tokens")]
     Model { context: usize },
     /// The KV cache the model was built with, per sequence.
+    #[error("the KV cache holds {capacity} tokens per sequence")]
     KvCache { capacity: usize },
-}
-
-impl std::fmt::Display for ContextLimit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ContextLimit::Model { context } => write!(f, "the model's context is {context} tokens"),
-            ContextLimit::KvCache { capacity } => write!(f, "the KV cache holds {capacity} tokens per sequence"),
-        }
-    }
 }
 
 #[cfg(test)]
