@@ -5,6 +5,7 @@
 // messages. Commands: init, load, judge, batch, bench, probe, logits,
 // tokenize, cancel, memory, caches, clearCaches, current.
 import init, { WebEngine, WebGpu, defaultPrefix } from './pkg/onetoken.js';
+import { coded } from './error-text.js';
 import { clearModelCaches, listModelCaches, loadModel } from './models.js';
 
 let gpu = null;
@@ -31,11 +32,6 @@ async function adapterInfo() {
     // A CPU implementation of WebGPU (SwiftShader) wants the barrier-free kernels.
     cpuLike: Boolean(info.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(`${info.architecture} ${info.description}`),
   };
-}
-
-/** An Error with a `code`, like the ones the wasm module throws. */
-function coded(code, message) {
-  return Object.assign(new Error(message), { code });
 }
 
 function need(what) {

@@ -4,6 +4,14 @@
 // web/tests/error-details.json has one of each). Those are worded here from the strings; any
 // other error keeps its (English) message, after its kind in the page's language.
 
+/**
+ * An Error with a `code`, and `details` where given, shaped as the wasm module's errors are, so
+ * the page's own errors are worded like the engine's and callers never parse messages.
+ */
+export function coded(code, message, details) {
+  return Object.assign(new Error(message), details ? { code, details } : { code });
+}
+
 // A list (tensor names, a shape) reads as its items with commas.
 const fill = (text, values) => text.replace(/\{(\w+)\}/g, (_, k) => (Array.isArray(values[k]) ? values[k].join(', ') : values[k] ?? ''));
 

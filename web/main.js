@@ -10,7 +10,7 @@ import { FULL, workloadDocuments } from './workload.js';
 import { runWorkloadOnPage, showWorkloadPlan, workloadSize } from './workload-view.js';
 import * as charts from './charts.js';
 import { EngineClient } from './engine-client.js';
-import { errorText } from './error-text.js';
+import { coded, errorText } from './error-text.js';
 import en from './i18n/en.js';
 import ko from './i18n/ko.js';
 import { PRESETS, userMessage } from './presets.js';
@@ -543,14 +543,10 @@ async function start() {
 function runFromUrl(strategy) {
   const buttons = [...document.querySelectorAll('button.run[data-strategy]')].map((b) => b.dataset.strategy);
   if (!buttons.includes(strategy)) {
-    showError(coded('usage', `unknown strategy ${strategy} (${buttons.join(', ')})`));
+    showError(coded('usage', `unknown strategy ${strategy} (${buttons.join(', ')})`, { reason: 'unknown_strategy', strategy, known: buttons }));
     return;
   }
   run(strategy).catch(() => {});
-}
-
-function coded(code, message) {
-  return Object.assign(new Error(message), { code });
 }
 
 const ready = start();

@@ -5,6 +5,7 @@
 // memory); downloads are kept in Cache Storage so a second visit, or a classroom offline,
 // loads from it.
 import { Sha256Stream, WebEngine, WebGgufLoader, WebLoader } from './pkg/onetoken.js';
+import { coded } from './error-text.js';
 
 const CACHE = 'onetoken-models-v1';
 /** Error codes that can come from a file's contents (a cached copy may be the cause). */
@@ -148,14 +149,6 @@ function checkedCopy(body, { length, sha256 }, url, cache) {
       if (hash && hash.hex() !== sha256) damaged(controller, 'its SHA-256 is not the one its source published', true);
     },
   }));
-}
-
-/**
- * An Error with a `code`, and `details` where given (as the wasm module's errors carry: a
- * `reason` and its values, which the page words in its language), so callers never parse messages.
- */
-function coded(code, message, details) {
-  return Object.assign(new Error(message), details ? { code, details } : { code });
 }
 
 function cancelled() {

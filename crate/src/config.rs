@@ -84,7 +84,7 @@ impl Qwen2Config {
     pub fn validate(&self) -> Result<()> {
         let fail = |m: String| Err(Error::Config(m));
         if self.model_type != "qwen2" {
-            return fail(format!("model_type {:?} is not supported (only \"qwen2\")", self.model_type));
+            return Err(Error::NotQwen2 { key: "config.json: model_type", found: self.model_type.clone() });
         }
         if self.hidden_act != "silu" {
             return fail(format!("hidden_act {:?} is not supported (only \"silu\")", self.hidden_act));
@@ -270,6 +270,15 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_slice(QWEN_0_5B).unwrap();
         edit(&mut v);
         Qwen2Config::from_json(v.to_string().as_bytes()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn another_architecture_is_named_as_data() {
+        let mut v: serde_json::Value = serde_json::from_slice(QWEN_0_5B).unwrap();
+        v["model_type"] = "qwen3".into();
+        let e = Qwen2Config::from_json(v.to_string().as_bytes()).unwrap_err();
+        assert_eq!(e.code(), "config");
+        assert_eq!(e.details(), Some(serde_json::json!({ "reason": "not_qwen2", "found": "qwen3" })));
     }
 
     #[test]

@@ -13,14 +13,21 @@ pub enum Error {
     #[error("GGUF metadata: {0}")]
     GgufMetadata(String),
 
+    /// The model is another architecture than Qwen2 (code `config`): `key` is where its file
+    /// names it (config.json's model_type or GGUF's general.architecture).
+    #[error("{key} {found:?} is not supported: onetoken runs Qwen2 and Qwen2.5 models (\"qwen2\")")]
+    NotQwen2 { key: &'static str, found: String },
+
     #[error("model file {file}: {problem}")]
     ModelFile { file: String, problem: String },
 
     #[error("tensor {name}: expected shape {expected:?}, found {found:?}")]
     TensorShape { name: String, expected: Vec<usize>, found: Vec<usize> },
 
-    #[error("tensor {name}: dtype {dtype} is not supported (use BF16, F16 or F32)")]
-    TensorDtype { name: String, dtype: String },
+    /// A tensor's element type is not one this reads: `readable` lists those its file format
+    /// may use.
+    #[error("tensor {name}: dtype {dtype} is not supported (use {})", one_of(.readable))]
+    TensorDtype { name: String, dtype: String, readable: &'static [&'static str] },
 
     #[error("missing tensor(s) for this config: {}", .0.join(", "))]
     MissingTensors(Vec<String>),
@@ -102,12 +109,21 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// "a, b or c".
+fn one_of(items: &[&str]) -> String {
+    match items.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 impl Error {
     /// A stable name of the variant, for code that reacts to kinds of errors (the page offers
     /// a reload after `device_lost`) without reading messages.
     pub fn code(&self) -> &'static str {
         match self {
-            Error::Config(_) | Error::GgufMetadata(_) => "config",
+            Error::Config(_) | Error::GgufMetadata(_) | Error::NotQwen2 { .. } => "config",
             Error::ModelFile { .. } | Error::TensorShape { .. } | Error::TensorDtype { .. } => "model_file",
             Error::MissingTensors(_) | Error::ExtraTensors(_) | Error::ModelOutput => "model_file",
             Error::Tokenizer(_) | Error::Template(_) => "tokenizer",
@@ -149,7 +165,10 @@ impl Error {
             Error::TensorShape { name, expected, found } => {
                 json!({ "reason": "tensor_shape", "name": name, "expected": expected, "found": found })
             }
-            Error::TensorDtype { name, dtype } => json!({ "reason": "tensor_dtype", "name": name, "dtype": dtype }),
+            Error::TensorDtype { name, dtype, readable } => {
+                json!({ "reason": "tensor_dtype", "name": name, "dtype": dtype, "readable": readable })
+            }
+            Error::NotQwen2 { found, .. } => json!({ "reason": "not_qwen2", "found": found }),
             Error::MissingTensors(names) => json!({ "reason": "missing_tensors", "names": names }),
             Error::ExtraTensors(names) => json!({ "reason": "extra_tensors", "names": names }),
             Error::ModelOutput => json!({ "reason": "model_output" }),
@@ -264,10 +283,15 @@ mod tests {
             Error::Bench(BenchProblem::ProfileOfNothing),
             Error::GpuLimit { limit: "max_storage_buffers_per_shader_stage", needed: 10, available: 8 },
             Error::TensorShape { name: "model.norm.weight".into(), expected: vec![64], found: vec![32, 2] },
-            Error::TensorDtype { name: "model.norm.weight".into(), dtype: "I8".into() },
+            Error::TensorDtype {
+                name: "model.norm.weight".into(),
+                dtype: "I8".into(),
+                readable: &["BF16", "F16", "F32"],
+            },
             Error::MissingTensors(vec!["model.norm.weight".into(), "lm_head.weight".into()]),
             Error::ExtraTensors(vec!["model.layers.0.mlp.extra".into()]),
             Error::ModelOutput,
+            Error::NotQwen2 { key: "config.json: model_type", found: "llama".into() },
             Error::InRequest {
                 request: 2,
                 error: Box::new(choices(ChoiceProblem::SameChoices { first: 1, second: 2, choice: "a".into() })),

@@ -37,7 +37,9 @@ impl Dtype {
             "BF16" => Ok(Dtype::BF16),
             "F16" => Ok(Dtype::F16),
             "F32" => Ok(Dtype::F32),
-            other => Err(Error::TensorDtype { name: tensor.into(), dtype: other.into() }),
+            other => {
+                Err(Error::TensorDtype { name: tensor.into(), dtype: other.into(), readable: &["BF16", "F16", "F32"] })
+            }
         }
     }
 

@@ -299,7 +299,7 @@ fn bad_gguf_files_each_get_a_specific_error() {
         (
             "unknown type",
             with(&|f| f.tensor("blk.0.ffn_up.weight").ty = 3),
-            "tensor blk.0.ffn_up.weight: type Q4_1 is not read",
+            "tensor blk.0.ffn_up.weight: dtype Q4_1 is not supported (use F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K or Q6_K)",
         ),
         (
             "missing tensor",
@@ -324,7 +324,7 @@ fn bad_gguf_files_each_get_a_specific_error() {
         (
             "another architecture",
             with(&|f| f.set_meta("general.architecture", Meta::Str("llama".into()))),
-            "GGUF metadata: architecture \"llama\": onetoken runs qwen2 models",
+            "GGUF metadata: general.architecture \"llama\" is not supported: onetoken runs Qwen2 and Qwen2.5 models",
         ),
         (
             "metadata of the wrong type",

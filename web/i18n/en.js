@@ -39,6 +39,7 @@ export default {
     bench_options: 'The benchmark cannot run with these settings',
     io: 'A file could not be read',
     worker_stopped: 'The engine stopped',
+    usage: 'The page’s address (URL) asks for something it does not have',
   },
   // Error::details, by reason: the cases the page's own inputs can meet.
   errorDetails: {
@@ -68,10 +69,14 @@ export default {
     download_not_resumable: '{url}: the download stopped after {mb} MB, and the server does not allow resuming; press Load to retry',
     file_missing: '{name} is missing: choose one .gguf file, or config.json, tokenizer.json, tokenizer_config.json and the .safetensors file(s)',
     tensor_shape: 'tensor {name}: expected shape [{expected}], found [{found}]',
-    tensor_dtype: 'tensor {name}: dtype {dtype} is not supported (use BF16, F16 or F32)',
+    tensor_dtype: 'tensor {name}: dtype {dtype} is not supported (use one of {readable})',
     missing_tensors: 'missing tensor(s) for this config: {names}',
     extra_tensors: 'unexpected tensor(s) not used by a Qwen2 model: {names}',
     model_output: 'the model’s output is not a number (NaN or infinite logits): its weights hold NaN or infinite values, or values too large for 32-bit arithmetic',
+    not_qwen2: 'this is a “{found}” model; this page runs Qwen2 and Qwen2.5 models only',
+    // The page's address (a wiki's embed).
+    unknown_model: 'model={value} is not a model this page knows; write synthetic:NAME, folder:NAME, folder:FILE.gguf, url:REPO or url:FILE.gguf',
+    unknown_strategy: 'strategy={strategy} is not a run of this page; use one of {known}',
   },
   errorInRequest: 'request {request}: ',
   loaded: 'Loaded',

@@ -12,11 +12,16 @@ let broken;
 let browser;
 let page;
 
-/** The bad-input table's model-folder rows: a copy of the tiny model with one file broken. */
+/**
+ * The bad-input table's model-folder rows: a copy of the tiny model with one file broken. `says`
+ * matches the error's message, and the error box where no `box` is given (the box words some
+ * cases from their details).
+ */
 const ROWS = {
   'not-a-tokenizer': { file: 'tokenizer.json', text: '{"hello": 1}', says: /tokenizer\.json is not a Hugging Face tokenizer/ },
   'template-syntax': { file: 'tokenizer_config.json', text: JSON.stringify({ chat_template: '{% for m in messages %}' }), says: /chat template: syntax error/, at: 'judge' },
   'heads-not-dividing': { file: 'config.json', edit: (c) => ({ ...c, num_attention_heads: 5 }), says: /config\.json: num_attention_heads \(5\) does not divide hidden_size \(64\)/ },
+  'another-architecture': { file: 'config.json', edit: (c) => ({ ...c, model_type: 'llama' }), says: /config\.json: model_type "llama" is not supported: onetoken runs Qwen2 and Qwen2\.5 models/, box: /The model’s config cannot be used: this is a “llama” model; this page runs Qwen2 and Qwen2\.5 models only/ },
   'vocab-mismatch': { file: 'config.json', edit: (c) => ({ ...c, vocab_size: 1000 }), says: /tensor model\.embed_tokens\.weight: expected shape \[1000, 64\], found \[512, 64\]/ },
   'corrupt-header': { file: 'model.safetensors', bytes: (b) => withByte(b, 12, 0x23), says: /model file model\.safetensors: header entry __#etadata__: missing field `dtype`/ },
   'header-past-the-file': {
@@ -106,13 +111,16 @@ test('each broken model folder of the bad-input table is named in its error, inp
       assert.match(message, row.says, name);
     }
     assert.equal(await page.isVisible('#error'), true, name);
-    assert.match(await page.textContent('#error-text'), row.says, name);
+    assert.match(await page.textContent('#error-text'), row.box ?? row.says, name);
     assert.equal(await page.inputValue('#question'), 'Still mine?', name);
-    if (name === 'wrong-shape') {
-      // A tensor's shape is data too: the Korean page says it in Korean.
+    // A tensor's shape and a model's architecture are data too: the Korean page says them in Korean.
+    const korean = {
+      'wrong-shape': '모델 파일을 쓸 수 없습니다: 텐서 model.norm.weight의 모양은 [64]이어야 하는데 [32, 2]입니다',
+      'another-architecture': '모델 설정(config)을 쓸 수 없습니다: “llama” 구조의 모델입니다. 이 페이지는 Qwen2와 Qwen2.5 모델만 실행합니다',
+    }[name];
+    if (korean) {
       await page.evaluate(() => window.onetoken.setLanguage('ko'));
-      assert.equal(await page.textContent('#error-text'),
-        '모델 파일을 쓸 수 없습니다: 텐서 model.norm.weight의 모양은 [64]이어야 하는데 [32, 2]입니다');
+      assert.equal(await page.textContent('#error-text'), korean);
       await page.evaluate(() => window.onetoken.setLanguage('en'));
     }
   }
@@ -206,7 +214,9 @@ test('a mistyped ?model= says what it takes, and the picker still works', async 
   const { page: other } = await browser.open('index.html?model=nope:x&lang=ko');
   try {
     await other.waitForFunction(() => !document.getElementById('error').hidden);
-    assert.match(await other.textContent('#error-text'), /unknown model nope:x \(synthetic:NAME/);
+    // A wiki author's mistyped embed, in the page's language, with the syntax to write.
+    assert.equal(await other.textContent('#error-text'), '페이지 주소(URL)가 이 페이지에 없는 것을 요청합니다: '
+      + 'model=nope:x은(는) 이 페이지가 아는 모델이 아닙니다. synthetic:이름, folder:이름, folder:파일.gguf, url:저장소 또는 url:파일.gguf로 쓰세요');
     assert.match(await other.textContent('#model-status'), /불러온 모델이 없습니다/);
     assert.equal(await other.isDisabled('#model-load'), false);
     await other.selectOption('#model-kind', 'synthetic:qwen2.5-0.5b');
@@ -250,7 +260,7 @@ test('?strategy= runs at once, and a strategy the page has no button for is name
   try {
     await all.evaluate(() => window.onetoken.ready);
     await all.waitForFunction(() => !document.getElementById('error').hidden);
-    assert.match(await all.textContent('#error-text'), /unknown strategy all \(both, a, a-free, b, b-full-head\)/);
+    assert.match(await all.textContent('#error-text'), /strategy=all is not a run of this page; use one of both, a, a-free, b, b-full-head$/);
     const record = await all.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
     assert.ok(record.choice, 'the page still works');
   } finally {

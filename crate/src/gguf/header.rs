@@ -68,8 +68,16 @@ pub enum HeaderError {
     Incomplete {
         needed: usize,
     },
+    /// A tensor of an element type this does not read (its GGUF name, and the type's name).
+    TensorType {
+        name: String,
+        type_name: String,
+    },
     Bad(String),
 }
+
+/// The GGUF element types a tensor may have here.
+pub const READABLE_TYPES: &[&str] = &["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K"];
 
 type Parse<T> = std::result::Result<T, HeaderError>;
 
@@ -275,12 +283,8 @@ impl GgufHeader {
         let len = r.pos;
         let pad = (len as u64).next_multiple_of(alignment) - len as u64;
         for (name, dims, code, offset) in infos {
-            let ty = tensor_type(code).ok_or_else(|| {
-                HeaderError::Bad(format!(
-                    "tensor {name}: type {} is not read (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K and Q6_K are)",
-                    ggml_type_name(code)
-                ))
-            })?;
+            let ty = tensor_type(code)
+                .ok_or_else(|| HeaderError::TensorType { name: name.clone(), type_name: ggml_type_name(code) })?;
             // Counted in u64: on wasm32 a usize product wraps. Every dim is at most the count,
             // so a count that fits usize makes the usize shape exact.
             let numel = dims

@@ -71,6 +71,9 @@ impl GgufStream {
                 self.retry_at = needed.max(self.head.len() + self.head.len() / 2);
                 Ok(false)
             }
+            Err(HeaderError::TensorType { name, type_name }) => {
+                Err(Error::TensorDtype { name, dtype: type_name, readable: header::READABLE_TYPES })
+            }
             Err(HeaderError::Bad(problem)) => Err(self.err(problem)),
         }
     }
@@ -121,7 +124,7 @@ impl GgufHeader {
     pub fn config(&self) -> Result<Qwen2Config> {
         let arch = self.str("general.architecture")?;
         if arch != "qwen2" {
-            return Err(Error::GgufMetadata(format!("architecture {arch:?}: onetoken runs qwen2 models")));
+            return Err(Error::NotQwen2 { key: "GGUF metadata: general.architecture", found: arch.into() });
         }
         let count = |key: &str| self.uint(&format!("qwen2.{key}")).map(|v| v as usize);
         let embed = self.tensors.iter().find(|t| t.name == EMBED_TOKENS);
