@@ -35,5 +35,14 @@ for line in sys.stdin:
 strip .dev/tests/*
 
 if [ -n "$peer" ]; then cp "$peer" .dev/torch_peer.py; fi
-du -sh .gl .dev
 ls .gl .dev .dev/tests
+# A device run takes the working tree (tracked and untracked files not ignored) and the carried
+# folders, 64 MiB in all: say how much of it this is, and stop here if it would not travel.
+tree=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- | tail -1 | cut -f1)
+carried=$(du -sb .gl .dev | awk '{n += $1} END {print n}')
+total=$((tree + carried))
+echo "travels: $((total >> 20)) MiB (working tree $((tree >> 20)) MiB, .gl and .dev $((carried >> 20)) MiB) of 64 MiB"
+if ((total > 64 << 20)); then
+  echo "too large for a device run: carry less (the GPU tests in .dev/tests are the largest part)" >&2
+  exit 1
+fi

@@ -75,7 +75,19 @@ impl Qwen2Config {
 
     /// Parses and validates `config.json` bytes.
     pub fn from_json(bytes: &[u8]) -> Result<Self> {
-        let config: Self = serde_json::from_slice(bytes).map_err(|e| Error::Config(e.to_string()))?;
+        let parse_error = |e: serde_json::Error| Error::Config(e.to_string());
+        // Another architecture is named as such before its fields are read: a model without
+        // (say) num_key_value_heads should not read as a Qwen2 config missing a field.
+        #[derive(Deserialize)]
+        struct Architecture {
+            #[serde(default = "default_model_type")]
+            model_type: String,
+        }
+        let Architecture { model_type } = serde_json::from_slice(bytes).map_err(parse_error)?;
+        if model_type != "qwen2" {
+            return Err(Error::NotQwen2 { key: "config.json: model_type", found: model_type });
+        }
+        let config: Self = serde_json::from_slice(bytes).map_err(parse_error)?;
         config.validate()?;
         Ok(config)
     }
@@ -279,6 +291,10 @@ mod tests {
         let e = Qwen2Config::from_json(v.to_string().as_bytes()).unwrap_err();
         assert_eq!(e.code(), "config");
         assert_eq!(e.details(), Some(serde_json::json!({ "reason": "not_qwen2", "found": "qwen3" })));
+        // Named before any field it lacks (a BERT config has no num_key_value_heads).
+        let bert = br#"{"model_type": "bert", "hidden_size": 768, "vocab_size": 30522}"#;
+        let e = Qwen2Config::from_json(bert).unwrap_err();
+        assert_eq!(e.details(), Some(serde_json::json!({ "reason": "not_qwen2", "found": "bert" })), "{e}");
     }
 
     #[test]
