@@ -11,7 +11,7 @@ mod read_probe;
 mod workload;
 
 pub use micro::microbenchmarks;
-pub use progress::{BenchProgress, Measured, PhaseFigures, Starting, StepsFigures};
+pub use progress::{BenchProgress, Measured, PhaseFigures, Starting, TokenByTokenFigures};
 pub use workload::{document, questions, request_of_length};
 
 use crate::config::Qwen2Config;
@@ -541,7 +541,7 @@ async fn sweep(engine: &mut Engine, options: &BenchOptions, progress: &mut dyn F
         let speedup = a.timings_ms.total / b.timings_ms.total;
         progress(&BenchProgress::Measured(Measured::Length {
             tokens: length,
-            a: StepsFigures::of(&a),
+            a: TokenByTokenFigures::of(&a),
             b_ms: b.timings_ms.total,
             b_full_head_ms: bf.timings_ms.total,
             speedup,

@@ -48,7 +48,7 @@ pub enum Measured {
     },
     Length {
         tokens: usize,
-        a: StepsFigures,
+        a: TokenByTokenFigures,
         b_ms: f64,
         b_full_head_ms: f64,
         speedup: f64,
@@ -77,7 +77,7 @@ pub enum Measured {
 /// Strategy A at one length: its total, prefill and median decode step (wall time), and the
 /// GPU's prefill and median step where the device has timestamps.
 #[derive(Debug, Clone, Serialize)]
-pub struct StepsFigures {
+pub struct TokenByTokenFigures {
     pub total_ms: f64,
     pub prefill_ms: f64,
     pub steps: usize,
@@ -97,11 +97,11 @@ pub struct PhaseFigures {
     pub top_kernel_ms: f64,
 }
 
-impl StepsFigures {
+impl TokenByTokenFigures {
     pub fn of(a: &Judgment) -> Self {
         let t = &a.timings_ms;
         let gpu = a.gpu_timings_ms.as_ref();
-        StepsFigures {
+        TokenByTokenFigures {
             total_ms: t.total,
             prefill_ms: t.prefill,
             steps: t.decode.len(),
@@ -186,7 +186,7 @@ impl fmt::Display for Measured {
 }
 
 /// "23.1 ms (prefill 9.5 ms + 5 steps of 2.65 ms; GPU 8.6 ms + 2.15 ms)".
-impl fmt::Display for StepsFigures {
+impl fmt::Display for TokenByTokenFigures {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
             f,
@@ -243,7 +243,7 @@ mod tests {
         // An error without details sends none.
         let plain = BatchSkip::new(900, false, &crate::Error::Gpu("lost".into()));
         assert!(serde_json::to_value(&plain).unwrap().get("details").is_none());
-        let a = StepsFigures {
+        let a = TokenByTokenFigures {
             total_ms: 23.14,
             prefill_ms: 9.52,
             steps: 5,
