@@ -38,7 +38,9 @@ if [ -n "$peer" ]; then cp "$peer" .dev/torch_peer.py; fi
 ls .gl .dev .dev/tests
 # A device run takes the working tree (tracked and untracked files not ignored) and the carried
 # folders, 64 MiB in all: say how much of it this is, and stop here if it would not travel.
-tree=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- | tail -1 | cut -f1)
+# (A tracked file deleted here is listed by git but does not travel.)
+tree=$(git ls-files -co --exclude-standard -z | while IFS= read -rd '' f; do if [ -e "$f" ]; then printf '%s\0' "$f"; fi; done |
+  du -cb --files0-from=- | tail -1 | cut -f1)
 carried=$(du -sb .gl .dev | awk '{n += $1} END {print n}')
 total=$((tree + carried))
 echo "travels: $((total >> 20)) MiB (working tree $((tree >> 20)) MiB, .gl and .dev $((carried >> 20)) MiB) of 64 MiB"

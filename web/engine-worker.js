@@ -1,7 +1,7 @@
 // The engine runs here, off the page's main thread, so the UI never freezes. Messages in:
 // {id, cmd, args}; messages out: {id, progress} any number of times, then {id, result} or
 // {id, error, code, details}: `code` names the kind of error (the library's Error::code, or
-// no_webgpu), `details` (where there are any) its case and figures, so callers never parse
+// no_webgpu, or insecure_context), `details` (where there are any) its case and figures, so callers never parse
 // messages. Commands: init, load, judge, batch, bench, probe, logits,
 // tokenize, cancel, memory, caches, clearCaches, current.
 import init, { WebEngine, WebGpu, defaultPrefix } from './pkg/onetoken.js';
@@ -69,6 +69,12 @@ const COMMANDS = {
     kernels = ['tiled', 'direct'].includes(family) ? family : null;
     tune = typeof tuning === 'string' ? tuning : '';
     wasm = await init();
+    if (!navigator.gpu && !self.isSecureContext) {
+      // Browsers give WebGPU to secure pages only: a classroom's http://192.168.x.y is not one.
+      const origin = self.location.origin;
+      throw coded('insecure_context', `WebGPU is only given to pages served over https or from localhost, and this page came from ${origin}`,
+        { reason: 'insecure_context', origin });
+    }
     if (!navigator.gpu) {
       throw coded('no_webgpu', 'this browser has no WebGPU (navigator.gpu)');
     }

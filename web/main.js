@@ -543,7 +543,7 @@ async function start() {
 function runFromUrl(strategy) {
   const buttons = [...document.querySelectorAll('button.run[data-strategy]')].map((b) => b.dataset.strategy);
   if (!buttons.includes(strategy)) {
-    showError(coded('usage', `unknown strategy ${strategy} (${buttons.join(', ')})`, { reason: 'unknown_strategy', strategy, known: buttons }));
+    showError(coded('address', `unknown strategy ${strategy} (${buttons.join(', ')})`, { reason: 'unknown_strategy', strategy, known: buttons }));
     return;
   }
   run(strategy).catch(() => {});

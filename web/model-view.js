@@ -12,7 +12,7 @@ export function parseModel(value) {
   if (kind === 'synthetic') return { kind, name: arg || 'qwen2.5-0.5b' };
   if (kind === 'folder') return { kind, name: arg };
   if (kind === 'url') return { kind, url: arg };
-  throw coded('usage', `unknown model ${value} (synthetic:NAME, folder:NAME, folder:FILE.gguf, url:REPO or url:FILE.gguf)`, { reason: 'unknown_model', value });
+  throw coded('address', `unknown model ${value} (synthetic:NAME, folder:NAME, folder:FILE.gguf, url:REPO or url:FILE.gguf)`, { reason: 'unknown_model', value });
 }
 
 /** The model the controls describe, with the weight format chosen (quantize on load). */

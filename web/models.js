@@ -263,7 +263,9 @@ export async function loadModel(gpu, source, progress, signal = null) {
     } catch (e) {
       // A damaged cached copy (found by its length or hash, and removed), or a file read from
       // the cache that the engine refused: once more, from the network.
-      const fromCache = e?.code === 'cache_damaged' || (log.hits.length > 0 && FILE_ERRORS.has(e?.code));
+      // Another architecture is no damage: the network would send the same config.
+      const refused = FILE_ERRORS.has(e?.code) && e?.details?.reason !== 'not_qwen2';
+      const fromCache = e?.code === 'cache_damaged' || (log.hits.length > 0 && refused);
       if (!fromCache || attempt > 0) throw e;
       const cache = await openCache();
       await Promise.all(log.hits.map((url) => cache?.delete(url)));

@@ -3,7 +3,7 @@
 // files have their own cache, written by the engine worker (models.js).
 const SHELL = 'onetoken-page-v2';
 const FILES = [
-  './', './index.html', './style.css', './main.js', './charts.js', './bench-charts.js', './bench-progress.js', './error-text.js', './bench-view.js', './lesson.js', './svg.js', './export.js', './takeaway.js', './running.js', './workload.js', './workload-view.js', './model-view.js', './engine-client.js', './engine-worker.js',
+  './', './index.html', './style.css', './main.js', './served.js', './charts.js', './bench-charts.js', './bench-progress.js', './error-text.js', './bench-view.js', './lesson.js', './svg.js', './export.js', './takeaway.js', './running.js', './workload.js', './workload-view.js', './model-view.js', './engine-client.js', './engine-worker.js',
   './models.js', './presets.js', './i18n/en.js', './i18n/ko.js', './pkg/onetoken.js', './pkg/onetoken_bg.wasm',
   './pkg/assets/qwen2.5/tokenizer.json', './pkg/assets/qwen2.5/tokenizer_config.json', './pkg/assets/qwen2.5/config.json',
 ];

@@ -327,6 +327,14 @@ fn bad_gguf_files_each_get_a_specific_error() {
             "GGUF metadata: general.architecture \"llama\" is not supported: onetoken runs Qwen2 and Qwen2.5 models",
         ),
         (
+            "another architecture, of a type not read",
+            with(&|f| {
+                f.set_meta("general.architecture", Meta::Str("llama".into()));
+                f.tensor("blk.0.ffn_up.weight").ty = 3;
+            }),
+            "GGUF metadata: general.architecture \"llama\" is not supported",
+        ),
+        (
             "metadata of the wrong type",
             with(&|f| f.set_meta("qwen2.block_count", Meta::Str("two".into()))),
             "GGUF metadata: qwen2.block_count is Str(\"two\"), not a count",

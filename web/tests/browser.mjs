@@ -33,9 +33,9 @@ const CHROMIUM_ARGS = [
  * `open(relPath)` opens a page and collects its console errors and uncaught exceptions
  * in `errors` (strings); `close()` stops the browser, the server and removes the profile.
  * `faults`: failures the server injects (see startServer); `webgpu: false` launches Chromium
- * without its WebGPU switches, as a browser without WebGPU.
+ * without its WebGPU switches, as a browser without WebGPU; `args`: more Chromium switches.
  */
-export async function openBrowser({ root = WEB, mounts = {}, faults = {}, webgpu = true } = {}) {
+export async function openBrowser({ root = WEB, mounts = {}, faults = {}, webgpu = true, args = [] } = {}) {
   if (root === WEB) {
     await access(path.join(WEB, 'pkg/onetoken.js')).catch(() => {
       throw new Error('web/pkg/onetoken.js is missing: build it with `bash scripts/build-wasm.sh`');
@@ -49,7 +49,7 @@ export async function openBrowser({ root = WEB, mounts = {}, faults = {}, webgpu
     context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
-      args: webgpu ? CHROMIUM_ARGS : CHROMIUM_ARGS.filter((a) => !/webgpu|swiftshader/.test(a)),
+      args: [...(webgpu ? CHROMIUM_ARGS : CHROMIUM_ARGS.filter((a) => !/webgpu|swiftshader/.test(a))), ...args],
     });
   } catch (e) {
     await server.close();

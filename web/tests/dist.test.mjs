@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { access, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
 import { openBrowser, REPO } from './browser.mjs';
 
@@ -36,9 +37,24 @@ test('dist/ holds the page, its scripts, strings and engine, and no tests', asyn
   for (const f of [...scripts, 'i18n/en.js', 'i18n/ko.js']) assert.ok(sw.includes(`'./${f}'`), `sw.js lists ${f}`);
 });
 
+test('opened as a file (a double click), dist/index.html says in both languages how to serve it', async () => {
+  const page = await browser.context.newPage();
+  try {
+    await page.goto(pathToFileURL(path.join(dist, 'index.html')).href);
+    await page.waitForSelector('#needs-server', { state: 'visible', timeout: 20_000 });
+    const note = await page.textContent('#needs-server');
+    assert.match(note, /웹 서버를 거쳐 열어야 합니다/);
+    assert.match(note, /must be opened through a web server/);
+    assert.match(note, /python3 -m http\.server 8000/);
+  } finally {
+    await page.close();
+  }
+});
+
 test('served from dist/ alone, the page judges, then works with the network cut', async () => {
   const { page, errors } = await browser.open('index.html?model=folder:tiny-qwen2&lang=en');
   await page.evaluate(() => window.onetoken.ready);
+  assert.equal(await page.$('#needs-server'), null, 'a served page drops the note for a page opened as a file');
   const request = { user: 'Which color is the sky?', choices: ['blue', 'red'] };
   const online = await page.evaluate((r) => window.onetoken.judge(r), request);
   await page.evaluate(() => navigator.serviceWorker.ready);

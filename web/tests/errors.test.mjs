@@ -215,7 +215,7 @@ test('a mistyped ?model= says what it takes, and the picker still works', async 
   try {
     await other.waitForFunction(() => !document.getElementById('error').hidden);
     // A wiki author's mistyped embed, in the page's language, with the syntax to write.
-    assert.equal(await other.textContent('#error-text'), '페이지 주소(URL)가 이 페이지에 없는 것을 요청합니다: '
+    assert.equal(await other.textContent('#error-text'), '페이지 주소(URL)에 이 페이지가 모르는 설정이 있습니다: '
       + 'model=nope:x은(는) 이 페이지가 아는 모델이 아닙니다. synthetic:이름, folder:이름, folder:파일.gguf, url:저장소 또는 url:파일.gguf로 쓰세요');
     assert.match(await other.textContent('#model-status'), /불러온 모델이 없습니다/);
     assert.equal(await other.isDisabled('#model-load'), false);
@@ -260,7 +260,7 @@ test('?strategy= runs at once, and a strategy the page has no button for is name
   try {
     await all.evaluate(() => window.onetoken.ready);
     await all.waitForFunction(() => !document.getElementById('error').hidden);
-    assert.match(await all.textContent('#error-text'), /strategy=all is not a run of this page; use one of both, a, a-free, b, b-full-head$/);
+    assert.match(await all.textContent('#error-text'), /strategy=all is not a strategy this page runs; use one of both, a, a-free, b, b-full-head$/);
     const record = await all.evaluate(() => window.onetoken.judge({ user: 'Which color is the sky?', choices: ['blue', 'red'] }));
     assert.ok(record.choice, 'the page still works');
   } finally {

@@ -16,6 +16,8 @@ const IDS = [1, 5, 9, 200];
 const STALLED = { stallAfter: 100_000, stallMs: 1500 }; // the server counts how each response ends
 const MISMATCHED = { stallAfter: 100_000, stallMs: 1500 }; // weights that do not fit their config
 let mismatched; // a folder: the tiny model with a config its weights do not match
+let llama; // a folder: the tiny model with a config that names another architecture
+const LLAMA_CONFIG = {}; // no fault: the server counts the requests for that config
 // The tiny model's small files as a host that compresses them sends them (the server counts
 // the requests each answers).
 const GZIPPED = ['config.json', 'tokenizer.json', 'tokenizer_config.json'];
@@ -49,6 +51,9 @@ before(async () => {
   for (const f of ['model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) await copyFile(path.join(TINY, f), path.join(mismatched, f));
   const config = JSON.parse(await readFile(path.join(TINY, 'config.json')));
   await writeFile(path.join(mismatched, 'config.json'), JSON.stringify({ ...config, vocab_size: 1000 }));
+  llama = await mkdtemp(path.join(tmpdir(), 'onetoken-llama-'));
+  for (const f of ['model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) await copyFile(path.join(TINY, f), path.join(llama, f));
+  await writeFile(path.join(llama, 'config.json'), JSON.stringify({ ...config, model_type: 'llama' }));
   browser = await openBrowser({
     mounts: {
       '/models/tiny-qwen2/': TINY,
@@ -60,6 +65,7 @@ before(async () => {
       '/models/stalled/': TINY,
       '/models/gzipped/': TINY,
       '/models/mismatched/': mismatched,
+      '/models/llama/': llama,
     },
     faults: {
       '/models/cut-once/model.safetensors': { cutAfter: 100_000, cuts: 1 },
@@ -67,6 +73,7 @@ before(async () => {
       '/models/hashed/model.safetensors': { sha256: true },
       '/models/stalled/model.safetensors': STALLED,
       '/models/mismatched/model.safetensors': MISMATCHED,
+      '/models/llama/config.json': LLAMA_CONFIG,
       ...gzipped,
     },
   });
@@ -79,7 +86,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await elsewhere?.close();
-  if (mismatched) await rm(mismatched, { recursive: true, force: true });
+  for (const dir of [mismatched, llama]) if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 test('a 404 address names the missing file, in the page\'s language too', async () => {
@@ -174,6 +181,17 @@ test('files a host sends compressed are cached whole and read from the cache nex
   assert.equal(await load({ kind: 'folder', name: 'gzipped' }), 'loaded');
   assert.deepEqual(requests(), [1, 1, 1], 'the second load read them from the cache, not as damaged copies');
   assert.deepEqual(await page.evaluate((ids) => window.onetoken.logits(ids), IDS), want);
+});
+
+test('a model of another architecture is named, and its cached config is not fetched again as if damaged', async () => {
+  const first = await loadError({ kind: 'folder', name: 'llama' });
+  assert.deepEqual(first.details, { reason: 'not_qwen2', found: 'llama' });
+  assert.equal(LLAMA_CONFIG.requests, 1);
+  // The second load reads config.json from the cache: the same refusal, with no download again.
+  const second = await loadError({ kind: 'folder', name: 'llama' });
+  assert.deepEqual(second.details, first.details);
+  assert.equal(LLAMA_CONFIG.requests, 1, 'config.json was not fetched again');
+  await assertStillWorks('another architecture');
 });
 
 test('a cached copy whose SHA-256 differs from the published one is fetched again', async () => {
@@ -330,6 +348,28 @@ test('where two models do not fit in GPU memory, the one in use is unloaded to m
   assert.match(judged, /^No model is loaded/);
   await outOfMemoryAt(0);
   await assertStillWorks('out of GPU memory');
+});
+
+test('a page served over plain http from another computer is told why WebGPU is missing there', async () => {
+  // A classroom serving the page from a laptop: http://laptop.test is not a secure context, and
+  // browsers give WebGPU (and Cache Storage) to secure contexts only.
+  const lan = await openBrowser({ mounts: { '/models/tiny-qwen2/': TINY }, args: ['--host-resolver-rules=MAP laptop.test 127.0.0.1'] });
+  try {
+    const remote = await lan.context.newPage();
+    const at = new URL(lan.url);
+    at.hostname = 'laptop.test';
+    await remote.goto(new URL('index.html?lang=ko', at).href);
+    await remote.waitForFunction(() => !document.getElementById('error').hidden);
+    const origin = at.origin;
+    assert.equal(await remote.textContent('#error-text'), '이 주소에서는 WebGPU를 쓸 수 없습니다: 브라우저는 https로 제공되거나 '
+      + `같은 컴퓨터에서 연(http://localhost) 페이지에만 WebGPU를 주는데, 이 페이지는 ${origin}에서 왔습니다. `
+      + 'https로 제공하거나, 폴더를 컴퓨터마다 복사해 그 컴퓨터의 http://localhost로 여세요');
+    assert.match(await remote.textContent('#gpu-info'), /이 주소에서는 WebGPU를 쓸 수 없습니다/);
+    await remote.evaluate(() => window.onetoken.setLanguage('en'));
+    assert.match(await remote.textContent('#error-text'), new RegExp(`^WebGPU is not available at this address: .*this page came from ${origin}\\.`));
+  } finally {
+    await lan.close();
+  }
 });
 
 test('a browser without WebGPU is told which browsers work, and typing still works', async () => {

@@ -68,6 +68,10 @@ pub enum HeaderError {
     Incomplete {
         needed: usize,
     },
+    /// A model of another architecture than qwen2 (general.architecture).
+    NotQwen2 {
+        found: String,
+    },
     /// A tensor of an element type this does not read (its GGUF name, and the type's name).
     TensorType {
         name: String,
@@ -257,6 +261,13 @@ impl GgufHeader {
             if metadata.insert(key.clone(), value).is_some() {
                 return bad(format!("metadata key {key} appears twice"));
             }
+        }
+        // Another architecture is named as such before its tensors are read: a llama file of
+        // Q4_1 tensors is not a Qwen2 file of a type not read.
+        if let Some(MetaValue::Str(arch)) = metadata.get("general.architecture")
+            && arch != "qwen2"
+        {
+            return Err(HeaderError::NotQwen2 { found: arch.clone() });
         }
         let alignment = match metadata.get("general.alignment") {
             None => 32,

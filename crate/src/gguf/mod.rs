@@ -18,6 +18,9 @@ use crate::hf_names::{EMBED_TOKENS, LM_HEAD};
 use crate::quant::Quant;
 use crate::weights::{DataSection, TensorSink, TensorType};
 
+/// Where a GGUF file names its architecture (in a model of another one's error).
+const ARCHITECTURE: &str = "GGUF metadata: general.architecture";
+
 /// Push parser of one GGUF file: [`Self::push_header`] until it returns true,
 /// [`Self::take_header`], then [`Self::push`] the rest of the file, then [`Self::finish`].
 pub struct GgufStream {
@@ -71,6 +74,7 @@ impl GgufStream {
                 self.retry_at = needed.max(self.head.len() + self.head.len() / 2);
                 Ok(false)
             }
+            Err(HeaderError::NotQwen2 { found }) => Err(Error::NotQwen2 { key: ARCHITECTURE, found }),
             Err(HeaderError::TensorType { name, type_name }) => {
                 Err(Error::TensorDtype { name, dtype: type_name, readable: header::READABLE_TYPES })
             }
@@ -122,10 +126,8 @@ impl GgufHeader {
     /// The model's shape from its `qwen2.*` metadata (the vocabulary size from the embedding,
     /// the head tied unless `output.weight` is present), validated as `config.json` is.
     pub fn config(&self) -> Result<Qwen2Config> {
+        // Any other architecture was refused with the header.
         let arch = self.str("general.architecture")?;
-        if arch != "qwen2" {
-            return Err(Error::NotQwen2 { key: "GGUF metadata: general.architecture", found: arch.into() });
-        }
         let count = |key: &str| self.uint(&format!("qwen2.{key}")).map(|v| v as usize);
         let embed = self.tensors.iter().find(|t| t.name == EMBED_TOKENS);
         let vocab_size = embed.ok_or_else(|| Error::MissingTensors(vec![EMBED_TOKENS.into()]))?.shape[0];
