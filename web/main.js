@@ -36,6 +36,7 @@ let started = false; // the engine worker is up and has a GPU: the buttons can w
 let busyCalls = 0; // engine calls the page is waiting on (see setBusy)
 let batchRunning = false; // the batch's line says it is busy until its result comes
 let shownError = null; // {error, remake} in the error box (see showError)
+let startError = null; // why the engine could not start, named in the GPU's line
 let gpuInfo = null;
 let lastBatch = null;
 const runStatus = new RunStatus($('run-status'), t, fill, $('run-announce'));
@@ -62,6 +63,15 @@ function applyLanguage() {
   else renderBatch();
   if (!$('workload').hidden) showWorkloadPlan(workloadSize(gpuInfo), t(), fill);
   if (shownError && !$('error').hidden) showError(shownError.remake?.() ?? shownError.error, shownError.remake);
+  if (startError) showStartError();
+}
+
+/** The GPU's line where the engine could not start: the reason (an insecure page: its kind, the
+ * error box below says the rest). */
+function showStartError() {
+  const e = startError;
+  const insecure = e?.code === 'insecure_context' && t().errorKinds.insecure_context;
+  $('gpu-info').textContent = noWebgpu(e) ? t().noWebgpu : insecure || errorText(e, t());
 }
 
 function setLanguage(next) {
@@ -506,7 +516,8 @@ async function start() {
     // no service worker here
   }
   const { gpu, adapter, defaultPrefix } = await client.call('init', { kernels: params.get('kernels'), tune: params.get('tune') ?? '' }).catch((e) => {
-    $('gpu-info').textContent = noWebgpu(e) ? t().noWebgpu : errorText(e, t());
+    startError = e;
+    showStartError();
     showError(e);
     throw e;
   });

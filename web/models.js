@@ -356,5 +356,6 @@ export async function listModelCaches() {
 }
 
 export async function clearModelCaches() {
-  return (await caches?.delete(CACHE)) ?? false;
+  // No Cache Storage at all on an insecure page (plain http from another computer).
+  return (await globalThis.caches?.delete(CACHE)) ?? false;
 }

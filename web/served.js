@@ -1,3 +1,4 @@
-// Runs only where the page was served: browsers run no module of a page opened as a file. The
-// note for that case (index.html) goes at once, before the page's larger scripts arrive.
-document.getElementById('needs-server')?.remove();
+// The note for a page opened as a file (index.html) goes at once where the page was served,
+// before its larger scripts arrive. Chromium runs no module of a file: page; a browser that
+// does would still fail to fetch the engine there, so the note stays.
+if (location.protocol !== 'file:') document.getElementById('needs-server')?.remove();

@@ -39,7 +39,7 @@ export default {
     bench_options: 'The benchmark cannot run with these settings',
     io: 'A file could not be read',
     worker_stopped: 'The engine stopped',
-    address: 'The page’s address (URL) has a setting this page does not know',
+    address: 'The page’s address (URL) has a value this page cannot use',
     insecure_context: 'WebGPU is not available at this address',
   },
   // Error::details, by reason: the cases the page's own inputs can meet.
@@ -75,7 +75,7 @@ export default {
     extra_tensors: 'unexpected tensor(s) not used by a Qwen2 model: {names}',
     model_output: 'the model’s output is not a number (NaN or infinite logits): its weights hold NaN or infinite values, or values too large for 32-bit arithmetic',
     not_qwen2: 'this is a “{found}” model; this page runs Qwen2 and Qwen2.5 models only',
-    insecure_context: 'browsers give WebGPU only to pages served over https or opened on the same computer (http://localhost), and this page came from {origin}. Serve it over https, or copy the folder to each computer and open it there at http://localhost',
+    insecure_context: 'browsers give WebGPU only to pages served over https or opened on the same computer (http://localhost), and this page came from {origin}. Serve it over https, or copy the folder to each computer, start a web server there (python3 -m http.server 8000) and open http://localhost:8000',
     // The page's address (a wiki's embed).
     unknown_model: 'model={value} is not a model this page knows; write synthetic:NAME, folder:NAME, folder:FILE.gguf, url:REPO or url:FILE.gguf',
     unknown_strategy: 'strategy={strategy} is not a strategy this page runs; use one of {known}',

@@ -39,7 +39,7 @@ export default {
     bench_options: '이 설정으로는 벤치마크를 돌릴 수 없습니다',
     io: '파일을 읽지 못했습니다',
     worker_stopped: '엔진이 멈췄습니다',
-    address: '페이지 주소(URL)에 이 페이지가 모르는 설정이 있습니다',
+    address: '페이지 주소(URL)의 값을 이 페이지에서 쓸 수 없습니다',
     insecure_context: '이 주소에서는 WebGPU를 쓸 수 없습니다',
   },
   errorDetails: {
@@ -73,7 +73,7 @@ export default {
     extra_tensors: 'Qwen2 모델이 쓰지 않는 텐서가 있습니다: {names}',
     model_output: '모델의 출력이 숫자가 아닙니다(NaN 또는 무한대 로짓). 가중치에 NaN이나 무한대 값, 또는 32비트 연산에는 너무 큰 값이 들어 있습니다',
     not_qwen2: '“{found}” 구조의 모델입니다. 이 페이지는 Qwen2와 Qwen2.5 모델만 실행합니다',
-    insecure_context: '브라우저는 https로 제공되거나 같은 컴퓨터에서 연(http://localhost) 페이지에만 WebGPU를 주는데, 이 페이지는 {origin}에서 왔습니다. https로 제공하거나, 폴더를 컴퓨터마다 복사해 그 컴퓨터의 http://localhost로 여세요',
+    insecure_context: '브라우저는 https로 제공되거나 같은 컴퓨터에서 연(http://localhost) 페이지에만 WebGPU를 허용하는데, 이 페이지는 {origin}에서 왔습니다. https로 제공하거나, 폴더를 컴퓨터마다 복사해 그 컴퓨터에서 웹 서버를 실행하고(python3 -m http.server 8000) http://localhost:8000을 여세요',
     unknown_model: 'model={value}은(는) 이 페이지가 아는 모델이 아닙니다. synthetic:이름, folder:이름, folder:파일.gguf, url:저장소 또는 url:파일.gguf로 쓰세요',
     unknown_strategy: 'strategy={strategy}은(는) 이 페이지의 실행 방식이 아닙니다. {known} 중 하나를 쓰세요',
   },

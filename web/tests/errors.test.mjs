@@ -215,7 +215,7 @@ test('a mistyped ?model= says what it takes, and the picker still works', async 
   try {
     await other.waitForFunction(() => !document.getElementById('error').hidden);
     // A wiki author's mistyped embed, in the page's language, with the syntax to write.
-    assert.equal(await other.textContent('#error-text'), '페이지 주소(URL)에 이 페이지가 모르는 설정이 있습니다: '
+    assert.equal(await other.textContent('#error-text'), '페이지 주소(URL)의 값을 이 페이지에서 쓸 수 없습니다: '
       + 'model=nope:x은(는) 이 페이지가 아는 모델이 아닙니다. synthetic:이름, folder:이름, folder:파일.gguf, url:저장소 또는 url:파일.gguf로 쓰세요');
     assert.match(await other.textContent('#model-status'), /불러온 모델이 없습니다/);
     assert.equal(await other.isDisabled('#model-load'), false);

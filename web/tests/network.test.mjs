@@ -362,11 +362,17 @@ test('a page served over plain http from another computer is told why WebGPU is 
     await remote.waitForFunction(() => !document.getElementById('error').hidden);
     const origin = at.origin;
     assert.equal(await remote.textContent('#error-text'), '이 주소에서는 WebGPU를 쓸 수 없습니다: 브라우저는 https로 제공되거나 '
-      + `같은 컴퓨터에서 연(http://localhost) 페이지에만 WebGPU를 주는데, 이 페이지는 ${origin}에서 왔습니다. `
-      + 'https로 제공하거나, 폴더를 컴퓨터마다 복사해 그 컴퓨터의 http://localhost로 여세요');
-    assert.match(await remote.textContent('#gpu-info'), /이 주소에서는 WebGPU를 쓸 수 없습니다/);
+      + `같은 컴퓨터에서 연(http://localhost) 페이지에만 WebGPU를 허용하는데, 이 페이지는 ${origin}에서 왔습니다. `
+      + 'https로 제공하거나, 폴더를 컴퓨터마다 복사해 그 컴퓨터에서 웹 서버를 실행하고(python3 -m http.server 8000) http://localhost:8000을 여세요');
+    assert.equal(await remote.textContent('#gpu-info'), '이 주소에서는 WebGPU를 쓸 수 없습니다');
+    // Clearing the caches (there is no Cache Storage here) keeps the explanation in view.
+    await remote.evaluate(() => { document.getElementById('cache-clear').closest('details').open = true; });
+    await remote.click('#cache-clear');
+    await remote.waitForTimeout(500);
+    assert.match(await remote.textContent('#error-text'), /^이 주소에서는 WebGPU를 쓸 수 없습니다: /);
     await remote.evaluate(() => window.onetoken.setLanguage('en'));
     assert.match(await remote.textContent('#error-text'), new RegExp(`^WebGPU is not available at this address: .*this page came from ${origin}\\.`));
+    assert.equal(await remote.textContent('#gpu-info'), 'WebGPU is not available at this address');
   } finally {
     await lan.close();
   }
