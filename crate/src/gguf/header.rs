@@ -346,3 +346,17 @@ impl GgufHeader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readable_types_named_in_errors_are_those_read() {
+        let mut read: Vec<String> = (0..64).filter_map(tensor_type).map(TensorType::name).collect();
+        let mut named: Vec<String> = READABLE_TYPES.iter().map(|s| s.to_string()).collect();
+        read.sort();
+        named.sort();
+        assert_eq!(read, named);
+    }
+}
